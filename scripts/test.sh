@@ -11,6 +11,9 @@ scripts/install-deps.sh || { echo "install-deps failed"; echo "0 passed, 1 faile
 build=${MONARCH_BUILD_DIR:-$root/build}
 results=$build/test-results
 jobs=${MONARCH_JOBS:-2}
+# Let ccache reuse objects built in another checkout (CI builds a fresh clone
+# in another folder): paths under the repo are hashed relative to it.
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
 
 cmake -S . -B "$build" -G Ninja ${MONARCH_CMAKE_ARGS:-} || { echo "0 passed, 1 failed"; exit 1; }
 cmake --build "$build" -j "$jobs" || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }

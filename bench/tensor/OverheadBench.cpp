@@ -1,0 +1,136 @@
+//===- OverheadBench.cpp - Per-instruction overhead of the engine ---------===//
+//
+// A plan of 10,000 small ATen ops (100x100 float) run by the executor vs the
+// same ops in a local libtorch loop, in one run. Reports the ratio of the
+// medians (goal: <= 1.3x).
+//
+//   build-tensor/bin/tensor-overhead-bench --benchmark_repetitions=7
+//
+//===----------------------------------------------------------------------===//
+
+#include "monarch/tensor/Executor.h"
+#include "monarch/tensor/Plan.h"
+#include "monarch/tensor/PlanBuilder.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+
+using namespace monarch::tensor;
+namespace plan = monarch::plan;
+
+namespace {
+
+constexpr int kOps = 10000;
+constexpr int kDeleteEvery = 100;
+
+at::Tensor localLoop(const at::Tensor &x, at::Tensor y) {
+  for (int i = 0; i < kOps; ++i) {
+    switch (i % 4) {
+    case 0: y = at::add(y, x); break;
+    case 1: y = at::mul(y, x); break;
+    case 2: y = at::sub(y, x, 0.5); break;
+    default: y = at::div(y, 1.5); break;
+    }
+  }
+  return y;
+}
+
+/// The same chain as a plan: refs of intermediates deleted in batches.
+plan::Program chainPlan() {
+  PlanBuilder b({{"x", 1}});
+  int64_t x = b.op(0, "aten::rand", "", {val::ints({100, 100})});
+  int64_t y = b.op(0, "aten::rand", "", {val::ints({100, 100})});
+  std::vector<int64_t> dead;
+  for (int i = 0; i < kOps; ++i) {
+    int64_t next;
+    switch (i % 4) {
+    case 0: next = b.op(0, "aten::add", "Tensor", {val::ref(y), val::ref(x)}); break;
+    case 1: next = b.op(0, "aten::mul", "Tensor", {val::ref(y), val::ref(x)}); break;
+    case 2:
+      next = b.op(0, "aten::sub", "Tensor", {val::ref(y), val::ref(x)}, 1, 0,
+                  {{"alpha", val::scalar(0.5)}});
+      break;
+    default: next = b.op(0, "aten::div", "Scalar", {val::ref(y), val::scalar(1.5)}); break;
+    }
+    dead.push_back(y);
+    y = next;
+    if (dead.size() == kDeleteEvery) {
+      b.deleteRefs(0, dead);
+      dead.clear();
+    }
+  }
+  dead.push_back(x);
+  dead.push_back(y);
+  b.deleteRefs(0, dead);
+  auto loaded = loadPlan(b.serialize());
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "%s\n", loaded.message().c_str());
+    std::abort();
+  }
+  return loaded.value();
+}
+
+void BM_LocalLibtorch(benchmark::State &state) {
+  at::set_num_threads(1);
+  at::Tensor x = at::rand({100, 100}), y = at::rand({100, 100});
+  for (auto _ : state)
+    benchmark::DoNotOptimize(localLoop(x, y));
+  state.SetItemsProcessed(state.iterations() * kOps);
+}
+
+void BM_EnginePlan(benchmark::State &state) {
+  at::set_num_threads(1);
+  plan::Program program = chainPlan();
+  ExecutorOptions options;
+  options.rootShape = {{"x", 1}};
+  int failures = 0;
+  ExecutorCallbacks callbacks;
+  callbacks.onFailure = [&](const plan::Failure &) { ++failures; };
+  Executor executor(options, callbacks);
+  for (auto _ : state) {
+    if (!executor.run(program).ok() ||
+        !executor.waitIdle(std::chrono::seconds(60))) {
+      state.SkipWithError("engine run failed");
+      break;
+    }
+  }
+  if (failures)
+    state.SkipWithError("instructions failed");
+  state.SetItemsProcessed(state.iterations() * kOps);
+}
+
+BENCHMARK(BM_LocalLibtorch)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_EnginePlan)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+/// Prints the console table and keeps each benchmark's median.
+class MedianReporter : public benchmark::ConsoleReporter {
+public:
+  void ReportRuns(const std::vector<Run> &runs) override {
+    for (const auto &run : runs)
+      if (run.aggregate_name == "median" ||
+          (run.run_type == Run::RT_Iteration && !medians.count(run.run_name.function_name)))
+        medians[run.run_name.function_name] = run.GetAdjustedRealTime();
+    ConsoleReporter::ReportRuns(runs);
+  }
+  std::map<std::string, double> medians;
+};
+
+} // namespace
+
+int main(int argc, char **argv) {
+  benchmark::Initialize(&argc, argv);
+  MedianReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  double local = reporter.medians["BM_LocalLibtorch"];
+  double engine = reporter.medians["BM_EnginePlan"];
+  if (local > 0 && engine > 0)
+    std::printf("\n%d ops of 100x100: local libtorch %.2f ms, engine plan "
+                "%.2f ms, ratio %.2fx (goal <= 1.3x); per-op overhead %.2f us\n",
+                kOps, local, engine, engine / local,
+                (engine - local) * 1000.0 / kOps);
+  return 0;
+}

@@ -1,0 +1,82 @@
+//===- ActorCell.h - One actor instance and its mailbox ---------*- C++ -*-===//
+//
+// The cell owns the actor object and a mailbox. Posting to an idle mailbox
+// enqueues one drain task on the process's TBB arena; the task handles
+// messages one at a time, in mailbox order, until the mailbox is empty. So an
+// actor never runs two handlers at once and no thread is parked per actor.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MONARCH_RUNTIME_ACTOR_ACTORCELL_H
+#define MONARCH_RUNTIME_ACTOR_ACTORCELL_H
+
+#include "monarch/runtime/actor/Actor.h"
+#include "monarch/runtime/util/Status.h"
+
+#include <tbb/concurrent_queue.h>
+#include <tbb/task_arena.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+
+namespace monarch {
+
+/// An endpoint call shared by all local targets of one cast.
+struct Invocation {
+  std::string endpoint;
+  proto::Value args;
+  PayloadList payloads;
+};
+
+/// The outcome of one handler run, sent back to the caller.
+struct HandlerResult {
+  uint32_t rank = 0;
+  Status status; ///< not ok: the endpoint raised (message) or was unknown
+  proto::Value value;
+  PayloadList payloads;
+};
+
+using ReplySink = std::function<void(HandlerResult &&)>;
+/// Called once when the actor stops because a fire-and-forget handler failed.
+using StopObserver = std::function<void(const ActorContext &, const std::string &reason)>;
+
+class ActorCell : public std::enable_shared_from_this<ActorCell> {
+public:
+  ActorCell(tbb::task_arena &arena, const ActorClassInfo &cls,
+            ActorContext context, StopObserver onStop);
+
+  /// Queues the constructor; `done` reports its outcome.
+  void construct(std::shared_ptr<const Invocation> args,
+                 std::function<void(Status)> done);
+  /// Queues an endpoint call. With a sink, a failure is replied and the actor
+  /// lives on; without one (broadcast) a failure stops the actor.
+  void post(std::shared_ptr<const Invocation> call, ReplySink sink);
+
+  const ActorContext &context() const { return ctx; }
+  bool stopped() const;
+
+private:
+  using Work = std::function<void()>;
+  void enqueue(Work work);
+  void drain();
+  void run(const Invocation &call, const ReplySink &sink);
+  void stop(const std::string &reason);
+
+  tbb::task_arena &arena;
+  const ActorClassInfo &cls;
+  ActorContext ctx;
+  StopObserver onStop;
+  std::unique_ptr<Actor> instance; // touched only by the drain task
+
+  tbb::concurrent_queue<Work> mailbox;
+  std::atomic<int64_t> queued{0};
+
+  mutable std::mutex stateMu;
+  bool isStopped = false;
+  std::string stopReason;
+};
+
+} // namespace monarch
+
+#endif // MONARCH_RUNTIME_ACTOR_ACTORCELL_H

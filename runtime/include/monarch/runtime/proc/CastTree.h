@@ -1,0 +1,28 @@
+//===- CastTree.h - Splitting a cast into a bounded fan-out tree -*- C++ -*-===//
+//
+// A cast to procs t0..tn-1 is split into at most `fanout` contiguous groups;
+// the first proc of each group receives the message together with the rest of
+// its group, which it splits again the same way. Depth is log_fanout(n); no
+// proc sends or merges more than `fanout` messages per cast.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MONARCH_RUNTIME_PROC_CASTTREE_H
+#define MONARCH_RUNTIME_PROC_CASTTREE_H
+
+#include "runtime.pb.h"
+
+#include <vector>
+
+namespace monarch {
+
+struct CastChild {
+  proto::CastTarget head;
+  std::vector<proto::CastTarget> rest;
+};
+
+std::vector<CastChild>
+splitCastTree(const std::vector<proto::CastTarget> &targets, uint32_t fanout);
+
+} // namespace monarch
+
+#endif // MONARCH_RUNTIME_PROC_CASTTREE_H

@@ -1,0 +1,71 @@
+//===- PendingCall.h - Controller-side state of one cast --------*- C++ -*-===//
+//
+// Collects the merged replies of a cast on a port of the controller, one
+// outcome per actor rank, and completes futures: one for all ranks (call) and
+// one per rank (stream). A failed proc fails every outstanding rank at once,
+// so no caller waits on a dead process.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MONARCH_RUNTIME_PROC_PENDINGCALL_H
+#define MONARCH_RUNTIME_PROC_PENDINGCALL_H
+
+#include "monarch/runtime/actor/Future.h"
+#include "monarch/runtime/actor/Value.h"
+#include "monarch/runtime/transport/Message.h"
+
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace monarch {
+
+class Runtime;
+
+struct RankOutcome {
+  uint32_t rank = 0;
+  Status status;
+  proto::Value value;
+  std::shared_ptr<const PayloadList> payloads;
+};
+
+class PendingCall : public std::enable_shared_from_this<PendingCall> {
+public:
+  /// `ranks` in the caller's (view) order; `procs` the procs they live on.
+  PendingCall(Runtime &rt, std::vector<uint32_t> ranks,
+              std::unordered_set<uint32_t> procs, bool perRankFutures);
+  ~PendingCall();
+
+  /// Opens the reply port; returns its reference.
+  proto::PortRef open();
+  bool involvesProc(uint32_t procRank) const { return procs.count(procRank); }
+  void fail(const Status &status);
+
+  Future<std::vector<RankOutcome>> all() const { return allDone.future(); }
+
+  /// Reply messages received by all calls of this process so far: with
+  /// merging, a cast costs one per first-level hop (tests, diagnostics).
+  static uint64_t replyMessagesReceived();
+  Future<RankOutcome> rank(size_t position) const {
+    return perRank[position].future();
+  }
+
+private:
+  void onReply(transport::Message &&reply);
+  void finishLocked(std::unique_lock<std::mutex> &lock);
+
+  Runtime &rt;
+  std::unordered_set<uint32_t> procs;
+  std::vector<uint32_t> rankList;
+  std::unordered_map<uint32_t, size_t> position;
+  std::mutex mu;
+  std::vector<std::optional<RankOutcome>> outcomes;
+  size_t remaining;
+  uint64_t port = 0;
+  Promise<std::vector<RankOutcome>> allDone;
+  std::vector<Promise<RankOutcome>> perRank;
+};
+
+} // namespace monarch
+
+#endif // MONARCH_RUNTIME_PROC_PENDINGCALL_H

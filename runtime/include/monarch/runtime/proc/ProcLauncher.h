@@ -1,0 +1,74 @@
+//===- ProcLauncher.h - Starting worker processes ---------------*- C++ -*-===//
+//
+// The seam between proc meshes and the way processes come to exist. The
+// local launcher fork/execs the worker binary; a host agent (multi-host) will
+// implement the same interface over TCP. The bootstrap -- proc id, parent
+// address and the job secret -- is handed over out of band (a pipe for the
+// local launcher), never on the command line.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MONARCH_RUNTIME_PROC_PROCLAUNCHER_H
+#define MONARCH_RUNTIME_PROC_PROCLAUNCHER_H
+
+#include "monarch/runtime/util/Status.h"
+
+#include "runtime.pb.h"
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace asio {
+class io_context;
+}
+
+namespace monarch {
+
+struct ProcLaunchSpec {
+  proto::Bootstrap bootstrap;
+  std::string workerPath;
+  /// Prefix of forwarded log lines, e.g. "procs rank 3".
+  std::string logPrefix;
+};
+
+/// A running (or exited) proc. Destroying it kills the process.
+class LaunchedProc {
+public:
+  virtual ~LaunchedProc() = default;
+  virtual int pid() const = 0;
+  /// Runs once with a description of how the process ended ("exited with
+  /// code 3", "killed by signal 9 (Killed)"), on the io thread.
+  virtual void onExit(std::function<void(const std::string &)> handler) = 0;
+  virtual bool hasExited() const = 0;
+  virtual bool waitExited(std::chrono::milliseconds timeout) = 0;
+  virtual void kill(int signal) = 0;
+};
+
+class ProcLauncher {
+public:
+  virtual ~ProcLauncher() = default;
+  virtual Expected<std::unique_ptr<LaunchedProc>>
+  launch(const ProcLaunchSpec &spec) = 0;
+};
+
+/// fork/exec on this machine. Children get PR_SET_PDEATHSIG(SIGKILL), so they
+/// die with the thread that started them; their stdout/stderr are forwarded
+/// line by line with the rank prefix.
+class LocalProcLauncher : public ProcLauncher {
+public:
+  explicit LocalProcLauncher(asio::io_context &io) : io(io) {}
+  Expected<std::unique_ptr<LaunchedProc>>
+  launch(const ProcLaunchSpec &spec) override;
+
+private:
+  asio::io_context &io;
+};
+
+/// The worker binary: $MONARCH_WORKER_PATH, else monarch-worker beside this
+/// executable, else the path it was built at.
+std::string locateWorkerBinary();
+
+} // namespace monarch
+
+#endif // MONARCH_RUNTIME_PROC_PROCLAUNCHER_H

@@ -1,0 +1,56 @@
+//===- Frame.h - Length-prefixed frames on a byte stream --------*- C++ -*-===//
+//
+// Every frame starts with an 8-byte header:
+//   byte 0   'M' (magic; catches a peer speaking another protocol)
+//   byte 1   kind: 1 = control (a protobuf), 2 = payload (raw bytes)
+//   byte 2-3 zero (reserved)
+//   byte 4-7 body length, little endian
+// A message is one control frame (an Envelope) followed by exactly
+// `payload_sizes.size()` payload frames of those sizes.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MONARCH_RUNTIME_TRANSPORT_FRAME_H
+#define MONARCH_RUNTIME_TRANSPORT_FRAME_H
+
+#include "monarch/runtime/transport/Message.h"
+#include "monarch/runtime/util/Status.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace monarch::transport {
+
+enum class FrameKind : uint8_t { Control = 1, Payload = 2 };
+
+constexpr size_t kFrameHeaderSize = 8;
+constexpr uint8_t kFrameMagic = 'M';
+
+/// Bounds enforced on everything read from a peer.
+struct FrameLimits {
+  uint32_t maxControlBytes = 16u << 20;
+  uint32_t maxPayloadBytes = 1u << 30;
+  uint32_t maxPayloadsPerMessage = 4096;
+};
+
+void writeFrameHeader(FrameKind kind, uint32_t length, uint8_t *out);
+
+/// A message laid out for a vectored write: `control` holds the control
+/// frame's header and body; payload i is written as `payloadHeaders[8*i..]`
+/// followed by `payloads[i]`'s bytes, which are not copied.
+struct EncodedMessage {
+  std::string control;
+  std::string payloadHeaders;
+  std::vector<Buffer> payloads;
+  size_t totalBytes() const;
+};
+
+/// Fills in `payload_sizes` and serializes; fails for oversized parts.
+Expected<EncodedMessage> encodeMessage(Message message,
+                                       const FrameLimits &limits = {});
+/// A control frame holding any protobuf (used for the handshake).
+std::string encodeControlFrame(const google::protobuf::MessageLite &body);
+
+} // namespace monarch::transport
+
+#endif // MONARCH_RUNTIME_TRANSPORT_FRAME_H

@@ -1,0 +1,53 @@
+//===- Message.h - A control envelope plus raw payload frames ---*- C++ -*-===//
+//
+// Large values (tensor bytes) are carried as Buffers beside the protobuf
+// envelope. A Buffer shares ownership of memory it does not copy, so a sender
+// can hand a tensor's storage to the transport and the socket writes it with
+// vectored I/O straight from there.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MONARCH_RUNTIME_TRANSPORT_MESSAGE_H
+#define MONARCH_RUNTIME_TRANSPORT_MESSAGE_H
+
+#include "runtime.pb.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace monarch::transport {
+
+/// A read-only view of bytes kept alive by `owner`.
+class Buffer {
+public:
+  Buffer() = default;
+  Buffer(std::shared_ptr<const void> owner, const uint8_t *data, size_t size)
+      : owner(std::move(owner)), bytes(data), length(size) {}
+
+  /// Takes the string (no copy of its characters).
+  static Buffer fromString(std::string text);
+  /// Copies `size` bytes.
+  static Buffer copyOf(const void *data, size_t size);
+
+  const uint8_t *data() const { return bytes; }
+  size_t size() const { return length; }
+  std::string toString() const {
+    return std::string(reinterpret_cast<const char *>(bytes), length);
+  }
+
+private:
+  std::shared_ptr<const void> owner;
+  const uint8_t *bytes = nullptr;
+  size_t length = 0;
+};
+
+struct Message {
+  proto::Envelope envelope;
+  std::vector<Buffer> payloads;
+};
+
+} // namespace monarch::transport
+
+#endif // MONARCH_RUNTIME_TRANSPORT_MESSAGE_H

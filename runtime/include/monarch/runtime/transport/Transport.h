@@ -1,0 +1,82 @@
+//===- Transport.h - One interface over inproc, Unix and TCP ----*- C++ -*-===//
+//
+// A Link is an outgoing, one-way, FIFO channel to a listener address; the
+// listener hands every whole message it receives to a MessageHandler. Socket
+// links authenticate (Auth.h) before any message is written, and a listener
+// drops a connection -- never the process -- on a bad frame.
+//
+// Threading: all socket work runs on the transport's io_context (one thread);
+// send() may be called from any thread. Handlers run on the io thread (or, for
+// inproc, on the sender's thread) and must not block.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MONARCH_RUNTIME_TRANSPORT_TRANSPORT_H
+#define MONARCH_RUNTIME_TRANSPORT_TRANSPORT_H
+
+#include "monarch/runtime/transport/ChannelAddr.h"
+#include "monarch/runtime/transport/Frame.h"
+#include "monarch/runtime/transport/Message.h"
+
+#include <functional>
+#include <memory>
+
+namespace asio {
+class io_context;
+}
+
+namespace monarch::transport {
+
+using MessageHandler = std::function<void(Message &&)>;
+using CloseHandler = std::function<void(const Status &)>;
+
+class Link {
+public:
+  virtual ~Link() = default;
+  /// Queues the message; messages of one Link arrive in send order. After the
+  /// link closed, messages are dropped (the close handler has reported it).
+  virtual void send(Message message) = 0;
+  /// Runs once when the link closes (at once if it already has).
+  virtual void onClose(CloseHandler handler) = 0;
+  virtual bool isClosed() const = 0;
+  virtual void close() = 0;
+  virtual const ChannelAddr &peer() const = 0;
+};
+
+class Listener {
+public:
+  virtual ~Listener() = default;
+  /// The bound address (port 0 and inproc://0 are resolved).
+  virtual const ChannelAddr &addr() const = 0;
+  virtual void close() = 0;
+};
+
+struct TransportOptions {
+  std::string secret;
+  FrameLimits limits;
+  /// A connection that has not authenticated within this time is closed.
+  int handshakeTimeoutMs = 5000;
+};
+
+class Transport {
+public:
+  Transport(asio::io_context &io, TransportOptions options);
+  ~Transport();
+  Transport(const Transport &) = delete;
+  Transport &operator=(const Transport &) = delete;
+
+  Expected<std::unique_ptr<Listener>> listen(const ChannelAddr &addr,
+                                             MessageHandler handler);
+  /// Connects in the background; sends queue until the handshake is done.
+  std::shared_ptr<Link> connect(const ChannelAddr &addr);
+
+  asio::io_context &io() { return ioContext; }
+  const TransportOptions &options() const { return opts; }
+
+private:
+  asio::io_context &ioContext;
+  TransportOptions opts;
+};
+
+} // namespace monarch::transport
+
+#endif // MONARCH_RUNTIME_TRANSPORT_TRANSPORT_H

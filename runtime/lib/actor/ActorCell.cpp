@@ -1,0 +1,136 @@
+#include "monarch/runtime/actor/ActorCell.h"
+
+#include "monarch/runtime/util/Log.h"
+
+namespace monarch {
+
+namespace {
+/// Sets the thread's actor context for the duration of a handler.
+class ContextScope {
+public:
+  explicit ContextScope(const ActorContext *ctx) {
+    Actor::setCurrentContext(ctx);
+  }
+  ~ContextScope() { Actor::setCurrentContext(nullptr); }
+};
+
+std::string describe(const ActorContext &ctx) {
+  return ctx.mesh + "[" + std::to_string(ctx.rank) + "]";
+}
+} // namespace
+
+ActorCell::ActorCell(tbb::task_arena &arena, const ActorClassInfo &cls,
+                     ActorContext context, StopObserver onStop)
+    : arena(arena), cls(cls), ctx(std::move(context)),
+      onStop(std::move(onStop)) {}
+
+bool ActorCell::stopped() const {
+  std::lock_guard<std::mutex> guard(stateMu);
+  return isStopped;
+}
+
+void ActorCell::enqueue(Work work) {
+  mailbox.push(std::move(work));
+  if (queued.fetch_add(1, std::memory_order_acq_rel) == 0) {
+    auto self = shared_from_this();
+    arena.enqueue([self] { self->drain(); });
+  }
+}
+
+void ActorCell::drain() {
+  // Handle everything that is queued; the counter tells whether a message
+  // arrived after the queue looked empty, in which case this task continues.
+  do {
+    Work work;
+    while (!mailbox.try_pop(work)) {
+      // The counter was bumped before the push became visible; spin briefly.
+    }
+    work();
+  } while (queued.fetch_sub(1, std::memory_order_acq_rel) > 1);
+}
+
+void ActorCell::construct(std::shared_ptr<const Invocation> args,
+                          std::function<void(Status)> done) {
+  enqueue([this, args, done] {
+    ContextScope scope(&ctx);
+    Status status;
+    try {
+      if (!cls.factory)
+        throw std::runtime_error("actor class " + cls.name +
+                                 " has no constructor<...>() declared");
+      instance = cls.factory(args->args, args->payloads);
+    } catch (const std::exception &e) {
+      status = Status(ErrorCode::Remote, "constructor of " + describe(ctx) +
+                                             " failed: " + e.what());
+    } catch (...) {
+      status = Status(ErrorCode::Remote,
+                      "constructor of " + describe(ctx) + " failed");
+    }
+    if (!status.isOk()) {
+      std::lock_guard<std::mutex> guard(stateMu);
+      isStopped = true;
+      stopReason = status.message();
+    }
+    done(status);
+  });
+}
+
+void ActorCell::post(std::shared_ptr<const Invocation> call, ReplySink sink) {
+  enqueue([this, call = std::move(call), sink = std::move(sink)] {
+    run(*call, sink);
+  });
+}
+
+void ActorCell::run(const Invocation &call, const ReplySink &sink) {
+  HandlerResult result;
+  result.rank = ctx.rank;
+  {
+    std::lock_guard<std::mutex> guard(stateMu);
+    if (isStopped) {
+      if (sink) {
+        result.status = Status(ErrorCode::Supervision,
+                               "actor " + describe(ctx) +
+                                   " is stopped: " + stopReason);
+        sink(std::move(result));
+      }
+      return;
+    }
+  }
+  auto it = cls.endpoints.find(call.endpoint);
+  if (it == cls.endpoints.end()) {
+    result.status = Status(ErrorCode::NotFound, "actor class " + cls.name +
+                                                    " has no endpoint '" +
+                                                    call.endpoint + "'");
+  } else {
+    ContextScope scope(&ctx);
+    try {
+      it->second(*instance, call.args, call.payloads, result.value,
+                 result.payloads);
+    } catch (const std::exception &e) {
+      result.status = Status(ErrorCode::Remote, e.what());
+    } catch (...) {
+      result.status = Status(ErrorCode::Remote, "unknown exception");
+    }
+  }
+  if (sink) {
+    sink(std::move(result));
+  } else if (!result.status.isOk()) {
+    stop("endpoint '" + call.endpoint + "' failed: " + result.status.message());
+  }
+}
+
+void ActorCell::stop(const std::string &reason) {
+  {
+    std::lock_guard<std::mutex> guard(stateMu);
+    if (isStopped)
+      return;
+    isStopped = true;
+    stopReason = reason;
+  }
+  log::error("actor ", describe(ctx), " stopped: ", reason);
+  instance.reset();
+  if (onStop)
+    onStop(ctx, reason);
+}
+
+} // namespace monarch

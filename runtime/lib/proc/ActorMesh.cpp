@@ -1,0 +1,136 @@
+#include "monarch/runtime/proc/ActorMesh.h"
+
+#include "monarch/runtime/proc/CastTree.h"
+#include "monarch/runtime/proc/MeshState.h"
+#include "monarch/runtime/proc/Runtime.h"
+
+#include <unordered_map>
+
+namespace monarch {
+
+Status meshErrorToStatus(const mesh::MeshError &error) {
+  return Status(error.kind == mesh::ErrorKind::Index ? ErrorCode::NotFound
+                                                     : ErrorCode::Invalid,
+                std::string(mesh::errorKindName(error.kind)) + ": " +
+                    error.message);
+}
+
+ActorMesh::ActorMesh(std::shared_ptr<ActorMeshState> state,
+                     mesh::MeshView view)
+    : state(std::move(state)), meshView(std::move(view)) {}
+
+const std::string &ActorMesh::name() const { return state->name; }
+
+Expected<ActorMesh> ActorMesh::slice(const std::string &dim,
+                                     int64_t index) const {
+  auto sliced = meshView.slice(dim, index);
+  if (!sliced.ok())
+    return meshErrorToStatus(sliced.error());
+  return ActorMesh(state, std::move(sliced).value());
+}
+
+Expected<ActorMesh> ActorMesh::slice(const std::string &dim,
+                                     const mesh::Range &range) const {
+  auto sliced = meshView.slice(dim, range);
+  if (!sliced.ok())
+    return meshErrorToStatus(sliced.error());
+  return ActorMesh(state, std::move(sliced).value());
+}
+
+void ActorMesh::supervise(SupervisionHook hook) const {
+  state->setHook(std::move(hook));
+}
+
+Expected<int64_t> ActorMesh::chooseRank() const {
+  auto live = state->liveRanks(meshView.ranks());
+  if (live.empty())
+    return Status(ErrorCode::Supervision,
+                  "choose: every rank of mesh '" + name() + "' has failed");
+  return live[state->chooseCounter.fetch_add(1) % live.size()];
+}
+
+Expected<std::shared_ptr<PendingCall>>
+ActorMesh::castRaw(const std::vector<int64_t> &ranks,
+                   const std::string &endpoint, proto::Value args,
+                   PayloadList payloads, Mode mode) const {
+  ActorMeshState &st = *state;
+  Runtime &rt = st.procs->rt;
+  Status usable = st.checkRanks(ranks);
+  if (!usable.isOk())
+    return usable;
+
+  // One target per proc, in order of first appearance.
+  std::vector<proto::CastTarget> targets;
+  std::vector<uint32_t> involved;
+  std::unordered_map<uint32_t, size_t> targetOf;
+  std::vector<uint32_t> actorRanks;
+  actorRanks.reserve(ranks.size());
+  for (int64_t r : ranks) {
+    uint32_t rank = static_cast<uint32_t>(r);
+    uint32_t index = rank / st.perProc;
+    actorRanks.push_back(rank);
+    auto [it, added] = targetOf.emplace(index, targets.size());
+    if (added) {
+      proto::CastTarget t;
+      uint32_t procRank = st.procRanks.at(index);
+      t.set_addr(st.procs->addrOf(procRank));
+      t.set_proc_index(index);
+      targets.push_back(std::move(t));
+      involved.push_back(procRank);
+    }
+    targets[it->second].add_locals(rank % st.perProc);
+  }
+
+  std::shared_ptr<PendingCall> call;
+  proto::PortRef replyTo;
+  if (mode != Mode::None) {
+    call = std::make_shared<PendingCall>(
+        rt, std::move(actorRanks),
+        std::unordered_set<uint32_t>(involved.begin(), involved.end()),
+        mode == Mode::Direct);
+    replyTo = call->open();
+    Status tracked = st.procs->track(call, involved);
+    if (!tracked.isOk()) {
+      call->fail(tracked);
+      return tracked;
+    }
+  } else {
+    Status alive = st.procs->checkProcs(involved);
+    if (!alive.isOk())
+      return alive;
+  }
+
+  proto::ReplyMode replyMode = mode == Mode::None     ? proto::REPLY_NONE
+                               : mode == Mode::Merged ? proto::REPLY_MERGED
+                                                      : proto::REPLY_DIRECT;
+  std::lock_guard<std::mutex> guard(rt.sendMutex());
+  for (auto &t : targets)
+    t.set_seq(rt.nextSeq(t.addr()));
+  for (auto &child : splitCastTree(targets, rt.fanout())) {
+    transport::Message m;
+    m.envelope.set_sender(rt.senderId());
+    m.envelope.set_seq(child.head.seq());
+    auto *c = m.envelope.mutable_cast();
+    c->set_mesh(st.name);
+    c->set_endpoint(endpoint);
+    *c->mutable_args() = args;
+    c->set_reply_mode(replyMode);
+    if (call)
+      *c->mutable_reply_to() = replyTo;
+    c->set_fanout(rt.fanout());
+    *c->mutable_here() = child.head;
+    for (auto &t : child.rest)
+      *c->add_subtree() = std::move(t);
+    m.payloads = payloads;
+    auto link = rt.link(child.head.addr());
+    if (!link.ok()) {
+      if (call)
+        call->fail(link.status());
+      return link.status();
+    }
+    (*link)->send(std::move(m));
+  }
+  return call;
+}
+
+} // namespace monarch

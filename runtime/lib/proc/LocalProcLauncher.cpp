@@ -1,0 +1,281 @@
+#include "monarch/runtime/proc/ProcLauncher.h"
+
+#include "monarch/runtime/proc/Runtime.h"
+#include "monarch/runtime/util/Log.h"
+
+#include <asio.hpp>
+
+#include <condition_variable>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <mutex>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+namespace monarch {
+
+namespace {
+
+constexpr int kBootstrapFd = 3;
+
+std::string describeStatus(int status) {
+  if (WIFEXITED(status))
+    return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    const char *name = strsignal(sig);
+    return "killed by signal " + std::to_string(sig) + " (" +
+           (name ? name : "?") + ")";
+  }
+  return "ended with status " + std::to_string(status);
+}
+
+/// Forwards one pipe of a child line by line, prefixed.
+class LogForwarder : public std::enable_shared_from_this<LogForwarder> {
+public:
+  LogForwarder(asio::io_context &io, int fd, std::string prefix, FILE *sink)
+      : pipe(io, fd), prefix(std::move(prefix)), sink(sink) {}
+
+  void start() {
+    auto self = shared_from_this();
+    pipe.async_read_some(asio::buffer(chunk), [self](asio::error_code ec,
+                                                     size_t n) {
+      self->pending.append(self->chunk, n);
+      size_t at;
+      while ((at = self->pending.find('\n')) != std::string::npos) {
+        self->emit(self->pending.substr(0, at));
+        self->pending.erase(0, at + 1);
+      }
+      if (ec) {
+        if (!self->pending.empty())
+          self->emit(self->pending);
+        return;
+      }
+      self->start();
+    });
+  }
+
+private:
+  void emit(const std::string &line) {
+    std::fprintf(sink, "[%s] %s\n", prefix.c_str(), line.c_str());
+    std::fflush(sink);
+  }
+
+  asio::posix::stream_descriptor pipe;
+  std::string prefix;
+  FILE *sink;
+  char chunk[4096];
+  std::string pending;
+};
+
+/// Watches a pidfd; reaps the child when it becomes readable.
+class ExitWatch : public std::enable_shared_from_this<ExitWatch> {
+public:
+  ExitWatch(asio::io_context &io, int pid, int pidfd)
+      : pid(pid), fd(io, pidfd) {}
+
+  void start() {
+    auto self = shared_from_this();
+    fd.async_wait(asio::posix::stream_descriptor::wait_read,
+                  [self](asio::error_code ec) {
+                    if (ec == asio::error::operation_aborted)
+                      return;
+                    self->reap();
+                  });
+  }
+
+  void onExit(std::function<void(const std::string &)> handler) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!exited) {
+      handlers.push_back(std::move(handler));
+      return;
+    }
+    std::string what = description;
+    lock.unlock();
+    handler(what);
+  }
+  bool hasExited() {
+    std::lock_guard<std::mutex> guard(mu);
+    return exited;
+  }
+  bool waitExited(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, timeout, [&] { return exited; });
+  }
+
+private:
+  void reap() {
+    int status = 0;
+    pid_t got;
+    do {
+      got = ::waitpid(pid, &status, 0);
+    } while (got < 0 && errno == EINTR);
+    std::vector<std::function<void(const std::string &)>> toRun;
+    std::string what = got == pid ? describeStatus(status) : "exited";
+    {
+      std::lock_guard<std::mutex> guard(mu);
+      exited = true;
+      description = what;
+      toRun.swap(handlers);
+    }
+    cv.notify_all();
+    asio::error_code ignored;
+    fd.close(ignored);
+    for (auto &h : toRun)
+      h(what);
+  }
+
+  int pid;
+  asio::posix::stream_descriptor fd;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool exited = false;
+  std::string description;
+  std::vector<std::function<void(const std::string &)>> handlers;
+};
+
+class LocalProc : public LaunchedProc {
+public:
+  LocalProc(int pid, std::shared_ptr<ExitWatch> watch)
+      : processId(pid), watch(std::move(watch)) {}
+  ~LocalProc() override {
+    if (!watch->hasExited()) {
+      ::kill(processId, SIGKILL);
+      // On the io thread the watch reaps it later; waiting here would block
+      // the very thread that reaps.
+      if (!Runtime::onIoThread() &&
+          !watch->waitExited(std::chrono::seconds(5)))
+        log::error("process ", processId, " did not exit after SIGKILL");
+    }
+  }
+  int pid() const override { return processId; }
+  void onExit(std::function<void(const std::string &)> handler) override {
+    watch->onExit(std::move(handler));
+  }
+  bool hasExited() const override { return watch->hasExited(); }
+  bool waitExited(std::chrono::milliseconds timeout) override {
+    return watch->waitExited(timeout);
+  }
+  void kill(int signal) override {
+    if (!watch->hasExited())
+      ::kill(processId, signal);
+  }
+
+private:
+  int processId;
+  std::shared_ptr<ExitWatch> watch;
+};
+
+Status errnoStatus(const std::string &what) {
+  return Status(ErrorCode::Internal, what + ": " + std::strerror(errno));
+}
+
+} // namespace
+
+Expected<std::unique_ptr<LaunchedProc>>
+LocalProcLauncher::launch(const ProcLaunchSpec &spec) {
+  if (::access(spec.workerPath.c_str(), X_OK) != 0)
+    return Status(ErrorCode::NotFound,
+                  "worker binary not executable: " + spec.workerPath);
+  std::string boot;
+  if (!spec.bootstrap.SerializeToString(&boot))
+    return Status(ErrorCode::Internal, "cannot serialize the bootstrap");
+  int bootPipe[2], outPipe[2], errPipe[2];
+  if (::pipe2(bootPipe, O_CLOEXEC) != 0)
+    return errnoStatus("pipe");
+  if (::pipe2(outPipe, O_CLOEXEC) != 0 || ::pipe2(errPipe, O_CLOEXEC) != 0)
+    return errnoStatus("pipe");
+  // The bootstrap is small; it fits in the pipe buffer before the child runs.
+  if (boot.size() > 60000)
+    return Status(ErrorCode::Invalid, "bootstrap too large");
+  if (::write(bootPipe[1], boot.data(), boot.size()) !=
+      static_cast<ssize_t>(boot.size()))
+    return errnoStatus("write bootstrap");
+  ::close(bootPipe[1]);
+
+  // Everything the child needs is prepared before fork: between fork and exec
+  // only async-signal-safe calls are allowed.
+  std::vector<std::string> envStrings;
+  for (char **e = environ; *e; ++e)
+    if (std::strncmp(*e, "MONARCH_BOOTSTRAP_FD=", 21) != 0)
+      envStrings.emplace_back(*e);
+  envStrings.push_back("MONARCH_BOOTSTRAP_FD=" + std::to_string(kBootstrapFd));
+  std::vector<char *> envp;
+  for (auto &s : envStrings)
+    envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string path = spec.workerPath;
+  std::vector<char *> argv = {path.data(), nullptr};
+  pid_t parent = ::getpid();
+
+  pid_t pid = ::fork();
+  if (pid < 0)
+    return errnoStatus("fork");
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent)
+      ::_exit(1); // the parent died before prctl took effect
+    int fds[3][2] = {{bootPipe[0], kBootstrapFd},
+                     {outPipe[1], STDOUT_FILENO},
+                     {errPipe[1], STDERR_FILENO}};
+    for (auto &f : fds) {
+      if (f[0] == f[1])
+        ::fcntl(f[0], F_SETFD, 0);
+      else if (::dup2(f[0], f[1]) < 0)
+        ::_exit(126);
+    }
+    ::execve(path.c_str(), argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(bootPipe[0]);
+  ::close(outPipe[1]);
+  ::close(errPipe[1]);
+
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    ::close(outPipe[0]);
+    ::close(errPipe[0]);
+    return errnoStatus("pidfd_open");
+  }
+  auto watch = std::make_shared<ExitWatch>(io, pid, pidfd);
+  auto out = std::make_shared<LogForwarder>(io, outPipe[0], spec.logPrefix,
+                                            stdout);
+  auto err = std::make_shared<LogForwarder>(io, errPipe[0], spec.logPrefix,
+                                            stderr);
+  asio::post(io, [watch, out, err] {
+    watch->start();
+    out->start();
+    err->start();
+  });
+  return std::unique_ptr<LaunchedProc>(std::make_unique<LocalProc>(pid, watch));
+}
+
+std::string locateWorkerBinary() {
+  if (const char *env = std::getenv("MONARCH_WORKER_PATH"))
+    if (*env)
+      return env;
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    std::string dir(self);
+    dir = dir.substr(0, dir.rfind('/'));
+    std::string sibling = dir + "/monarch-worker";
+    if (::access(sibling.c_str(), X_OK) == 0)
+      return sibling;
+  }
+#ifdef MONARCH_DEFAULT_WORKER_PATH
+  return MONARCH_DEFAULT_WORKER_PATH;
+#else
+  return "monarch-worker";
+#endif
+}
+
+} // namespace monarch

@@ -1,0 +1,101 @@
+#include "monarch/runtime/proc/PendingCall.h"
+
+#include "monarch/runtime/proc/Runtime.h"
+
+#include <atomic>
+
+namespace monarch {
+
+static std::atomic<uint64_t> replyMessages{0};
+
+uint64_t PendingCall::replyMessagesReceived() { return replyMessages.load(); }
+
+PendingCall::PendingCall(Runtime &rt, std::vector<uint32_t> ranks,
+                         std::unordered_set<uint32_t> procs,
+                         bool perRankFutures)
+    : rt(rt), procs(std::move(procs)), rankList(ranks),
+      outcomes(ranks.size()), remaining(ranks.size()) {
+  for (size_t i = 0; i < ranks.size(); ++i)
+    position[ranks[i]] = i;
+  if (perRankFutures)
+    perRank.resize(ranks.size());
+}
+
+PendingCall::~PendingCall() {
+  if (port)
+    rt.router().closePort(port);
+}
+
+proto::PortRef PendingCall::open() {
+  // The port keeps the call alive until its last reply (or its failure)
+  // closes the port.
+  auto self = shared_from_this();
+  port = rt.router().openPort(
+      [self](transport::Message &&reply) { self->onReply(std::move(reply)); });
+  proto::PortRef ref;
+  ref.set_addr(rt.addr());
+  ref.set_port(port);
+  return ref;
+}
+
+void PendingCall::onReply(transport::Message &&reply) {
+  replyMessages.fetch_add(1, std::memory_order_relaxed);
+  auto payloads = std::make_shared<const PayloadList>(std::move(reply.payloads));
+  std::vector<std::pair<size_t, RankOutcome>> ready;
+  std::unique_lock<std::mutex> lock(mu);
+  for (auto &r : *reply.envelope.mutable_cast_reply()->mutable_results()) {
+    auto it = position.find(r.rank());
+    if (it == position.end() || outcomes[it->second])
+      continue; // not ours (bounds-checked) or a duplicate
+    RankOutcome outcome;
+    outcome.rank = r.rank();
+    outcome.payloads = payloads;
+    if (r.outcome_case() == proto::RankResult::kError)
+      outcome.status = Status(ErrorCode::Remote, r.error());
+    else
+      outcome.value = std::move(*r.mutable_value());
+    if (!perRank.empty())
+      ready.emplace_back(it->second, outcome);
+    outcomes[it->second] = std::move(outcome);
+    --remaining;
+  }
+  if (remaining == 0)
+    return finishLocked(lock);
+  lock.unlock();
+  for (auto &[pos, outcome] : ready)
+    perRank[pos].set(std::move(outcome));
+}
+
+void PendingCall::fail(const Status &status) {
+  std::unique_lock<std::mutex> lock(mu);
+  if (remaining == 0)
+    return;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    if (outcomes[i])
+      continue;
+    RankOutcome outcome;
+    outcome.rank = rankList[i];
+    outcome.status = status;
+    outcome.payloads = std::make_shared<const PayloadList>();
+    outcomes[i] = std::move(outcome);
+  }
+  remaining = 0;
+  finishLocked(lock);
+}
+
+void PendingCall::finishLocked(std::unique_lock<std::mutex> &lock) {
+  std::vector<RankOutcome> all;
+  all.reserve(outcomes.size());
+  for (auto &o : outcomes)
+    all.push_back(*o);
+  uint64_t closing = port;
+  port = 0;
+  lock.unlock();
+  if (closing)
+    rt.router().closePort(closing);
+  for (size_t i = 0; i < perRank.size(); ++i)
+    perRank[i].set(all[i]); // no-op for ranks already completed
+  allDone.set(std::move(all));
+}
+
+} // namespace monarch

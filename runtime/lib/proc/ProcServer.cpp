@@ -1,0 +1,177 @@
+#include "monarch/runtime/proc/ProcServer.h"
+
+#include "monarch/runtime/proc/CastTree.h"
+#include "monarch/runtime/proc/ReplyMerger.h"
+#include "monarch/runtime/proc/Runtime.h"
+#include "monarch/runtime/util/Log.h"
+
+namespace monarch {
+
+ProcServer::ProcServer(Runtime &rt, std::string procId, uint32_t procRank)
+    : rt(rt), procId(std::move(procId)), procRank(procRank) {}
+
+void ProcServer::handle(transport::Message &&message) {
+  switch (message.envelope.body_case()) {
+  case proto::Envelope::kSpawn:
+    return spawn(std::move(message));
+  case proto::Envelope::kCast:
+    return cast(std::move(message));
+  case proto::Envelope::kStop:
+    return requestStop();
+  default:
+    log::warning("proc ", procId, ": unexpected message kind ",
+                 static_cast<int>(message.envelope.body_case()));
+  }
+}
+
+void ProcServer::requestStop() {
+  std::lock_guard<std::mutex> guard(stopMu);
+  stopping = true;
+  stopCv.notify_all();
+}
+
+bool ProcServer::waitForStop(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(stopMu);
+  return stopCv.wait_for(lock, timeout, [&] { return stopping; });
+}
+
+void ProcServer::spawn(transport::Message &&message) {
+  const auto &req = message.envelope.spawn();
+  auto fail = [&](const std::string &why) {
+    transport::Message reply;
+    uint32_t count = req.count() >= 1 && req.count() <= (1u << 20) ? req.count() : 1;
+    for (uint32_t i = 0; i < count; ++i) {
+      auto *r = reply.envelope.mutable_cast_reply()->add_results();
+      r->set_rank(req.proc_index() * count + i);
+      r->set_error(why);
+    }
+    sendToPort(rt, req.reply_to(), std::move(reply));
+  };
+  const ActorClassInfo *cls = ActorRegistry::instance().find(req.actor_class());
+  if (!cls)
+    return fail("proc " + procId + " has no actor class '" +
+                req.actor_class() + "' (is its library loaded?)");
+  if (req.count() == 0 || req.count() > 1u << 20)
+    return fail("bad actor count");
+  auto mesh = std::make_shared<LocalMesh>();
+  mesh->procIndex = req.proc_index();
+  mesh->owner = req.owner();
+  {
+    std::unique_lock<std::shared_mutex> guard(meshesMu);
+    if (meshes.count(req.mesh()))
+      return fail("actor mesh '" + req.mesh() + "' exists on proc " + procId);
+    meshes[req.mesh()] = mesh;
+  }
+  auto args = std::make_shared<Invocation>();
+  args->args = req.args();
+  args->payloads = message.payloads;
+  // One merged reply to the spawner once every constructor has run.
+  auto merger = std::make_shared<ReplyMerger>(rt, req.reply_to(), req.count());
+  proto::PortRef owner = req.owner();
+  std::string meshName = req.mesh();
+  Runtime *runtime = &rt;
+  StopObserver onStop = [runtime, owner](const ActorContext &ctx,
+                                         const std::string &reason) {
+    transport::Message event;
+    auto *ev = event.envelope.mutable_supervision();
+    ev->set_mesh(ctx.mesh);
+    ev->set_rank(ctx.rank);
+    ev->set_reason(reason);
+    sendToPort(*runtime, owner, std::move(event));
+  };
+  for (uint32_t i = 0; i < req.count(); ++i) {
+    ActorContext ctx;
+    ctx.mesh = meshName;
+    ctx.rank = req.proc_index() * req.count() + i;
+    ctx.procRank = procRank;
+    ctx.procId = procId;
+    auto cell = std::make_shared<ActorCell>(rt.arena(), *cls, ctx, onStop);
+    mesh->cells.push_back(cell);
+    uint32_t rank = ctx.rank;
+    cell->construct(args, [merger, rank](Status status) {
+      HandlerResult r;
+      r.rank = rank;
+      r.status = status;
+      r.value.set_null(true);
+      merger->addLocal(std::move(r));
+    });
+  }
+}
+
+void ProcServer::cast(transport::Message &&message) {
+  const auto &env = message.envelope;
+  const auto &c = env.cast();
+  std::shared_ptr<LocalMesh> mesh;
+  {
+    std::shared_lock<std::shared_mutex> guard(meshesMu);
+    auto it = meshes.find(c.mesh());
+    if (it != meshes.end())
+      mesh = it->second;
+  }
+  std::vector<proto::CastTarget> subtree(c.subtree().begin(),
+                                         c.subtree().end());
+  auto children = splitCastTree(subtree, c.fanout() ? c.fanout() : 16);
+  const auto &here = c.here();
+  size_t localCount = here.locals_size();
+
+  std::shared_ptr<ReplyMerger> merger;
+  proto::PortRef childReplyTo = c.reply_to();
+  if (c.reply_mode() == proto::REPLY_MERGED) {
+    merger = std::make_shared<ReplyMerger>(rt, c.reply_to(),
+                                           localCount + children.size());
+    if (!children.empty())
+      childReplyTo = merger->openChildPort();
+  } else if (c.reply_mode() == proto::REPLY_DIRECT && localCount > 0) {
+    merger = std::make_shared<ReplyMerger>(rt, c.reply_to(), localCount);
+  }
+
+  // Forward first, so the subtree starts while local actors run.
+  for (auto &child : children) {
+    transport::Message fwd;
+    fwd.envelope.set_sender(env.sender());
+    fwd.envelope.set_seq(child.head.seq());
+    auto *fc = fwd.envelope.mutable_cast();
+    fc->set_mesh(c.mesh());
+    fc->set_endpoint(c.endpoint());
+    *fc->mutable_args() = c.args();
+    fc->set_reply_mode(c.reply_mode());
+    *fc->mutable_reply_to() = childReplyTo;
+    fc->set_fanout(c.fanout());
+    *fc->mutable_here() = child.head;
+    for (auto &t : child.rest)
+      *fc->add_subtree() = std::move(t);
+    fwd.payloads = message.payloads;
+    auto link = rt.link(child.head.addr());
+    if (link.ok())
+      (*link)->send(std::move(fwd));
+    else
+      log::error("cannot forward cast to ", child.head.addr(), ": ",
+                 link.status().toString());
+  }
+
+  if (localCount == 0)
+    return;
+  auto call = std::make_shared<Invocation>();
+  call->endpoint = c.endpoint();
+  call->args = c.args();
+  call->payloads = std::move(message.payloads);
+  ReplySink sink;
+  if (merger)
+    sink = [merger](HandlerResult &&r) { merger->addLocal(std::move(r)); };
+  for (uint32_t local : here.locals()) {
+    if (!mesh || local >= mesh->cells.size()) {
+      if (sink) {
+        HandlerResult r;
+        r.rank = local;
+        r.status = Status(ErrorCode::NotFound,
+                          "no actor " + c.mesh() + " #" +
+                              std::to_string(local) + " on proc " + procId);
+        sink(std::move(r));
+      }
+      continue;
+    }
+    mesh->cells[local]->post(call, sink);
+  }
+}
+
+} // namespace monarch

@@ -1,0 +1,216 @@
+#include "monarch/runtime/proc/Runtime.h"
+
+#include "monarch/runtime/transport/Auth.h"
+#include "monarch/runtime/util/Log.h"
+
+#include <asio.hpp>
+#include <tbb/global_control.h>
+#include <tbb/info.h>
+
+#include <algorithm>
+
+#include <condition_variable>
+#include <cstdlib>
+#include <dirent.h>
+#include <unistd.h>
+
+namespace monarch {
+
+struct Runtime::WorkGuard {
+  asio::executor_work_guard<asio::io_context::executor_type> guard;
+};
+
+namespace {
+thread_local bool isIoThread = false;
+std::mutex globalMu;
+RuntimeOptions globalOptions;
+
+std::string makePrivateDir() {
+  const char *base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base && *base ? base : "/tmp") +
+                        "/monarch-XXXXXX";
+  // Socket paths must stay under 108 bytes.
+  if (pattern.size() > 60)
+    pattern = "/tmp/monarch-XXXXXX";
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  if (!::mkdtemp(buf.data()))
+    return "";
+  return buf.data();
+}
+
+void removeDir(const std::string &dir) {
+  if (dir.empty())
+    return;
+  if (DIR *d = ::opendir(dir.c_str())) {
+    while (dirent *e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name != "." && name != "..")
+        ::unlink((dir + "/" + name).c_str());
+    }
+    ::closedir(d);
+  }
+  ::rmdir(dir.c_str());
+}
+} // namespace
+
+Runtime::Runtime(RuntimeOptions options) : opts(std::move(options)) {
+  if (opts.secret.empty())
+    opts.secret = transport::randomBytes(transport::kSecretBytes);
+  if (opts.castFanout == 0)
+    opts.castFanout = 1;
+  ioImpl = std::make_unique<asio::io_context>(1);
+  transport::TransportOptions topts;
+  topts.secret = opts.secret;
+  transportImpl = std::make_unique<transport::Transport>(*ioImpl, topts);
+  // Actors are run by enqueued tasks, never by a thread that joins the
+  // arena, so no slot is reserved for masters. Handlers may block (a slow
+  // endpoint, a sleep), so the arena allows a few more threads than cores.
+  int threads = opts.arenaThreads > 0
+                    ? opts.arenaThreads
+                    : std::max(4, tbb::info::default_concurrency());
+  parallelism = std::make_unique<tbb::global_control>(
+      tbb::global_control::max_allowed_parallelism,
+      std::max<size_t>(threads + 1,
+                       tbb::global_control::active_value(
+                           tbb::global_control::max_allowed_parallelism)));
+  arenaImpl = std::make_unique<tbb::task_arena>(threads, 0);
+  workGuard = std::make_unique<WorkGuard>(
+      WorkGuard{asio::make_work_guard(*ioImpl)});
+  ioThread = std::thread([this] {
+    isIoThread = true;
+    ioImpl->run();
+  });
+}
+
+Status Runtime::start() {
+  std::string where = opts.listenAddr;
+  if (where.empty()) {
+    if (privateDir().empty())
+      return Status(ErrorCode::Internal, "cannot create a private directory");
+    where = "unix:" + dir + "/proc.sock";
+  }
+  auto addr = transport::ChannelAddr::parse(where);
+  if (!addr.ok())
+    return addr.status();
+  auto bound = transportImpl->listen(
+      *addr, [this](transport::Message &&m) { routerImpl.deliver(std::move(m)); });
+  if (!bound.ok())
+    return bound.status();
+  listener = std::move(*bound);
+  listenAddr = listener->addr().toString();
+  sender = opts.procId + "@" + listenAddr;
+  return Status::ok();
+}
+
+Runtime::~Runtime() {
+  if (listener)
+    listener->close();
+  {
+    std::lock_guard<std::mutex> guard(linksMu);
+    for (auto &[addr, link] : links)
+      link->close();
+    links.clear();
+  }
+  // Let the posted closes run, then stop the io thread.
+  runOnIo([] {});
+  workGuard.reset();
+  ioImpl->stop();
+  if (ioThread.joinable())
+    ioThread.join();
+  listener.reset();
+  removeDir(dir);
+}
+
+const std::string &Runtime::privateDir() {
+  std::lock_guard<std::mutex> guard(dirMu);
+  if (dir.empty())
+    dir = makePrivateDir();
+  return dir;
+}
+
+bool Runtime::onIoThread() { return isIoThread; }
+
+void Runtime::runOnIo(std::function<void()> fn) {
+  if (isIoThread)
+    return fn();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  asio::post(*ioImpl, [&] {
+    fn();
+    std::lock_guard<std::mutex> guard(mu);
+    done = true;
+    cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return done; }))
+    log::error("io thread did not respond within 10 s");
+}
+
+void Runtime::setGlobalOptions(RuntimeOptions options) {
+  std::lock_guard<std::mutex> guard(globalMu);
+  globalOptions = std::move(options);
+}
+
+Runtime &Runtime::global() {
+  static std::unique_ptr<Runtime> instance = [] {
+    std::lock_guard<std::mutex> guard(globalMu);
+    auto rt = std::make_unique<Runtime>(globalOptions);
+    Status started = rt->start();
+    if (!started.isOk()) {
+      log::error("cannot start the runtime: ", started.toString());
+      std::abort();
+    }
+    return rt;
+  }();
+  return *instance;
+}
+
+Expected<std::shared_ptr<transport::Link>>
+Runtime::link(const std::string &addr) {
+  std::lock_guard<std::mutex> guard(linksMu);
+  auto it = links.find(addr);
+  if (it != links.end() && !it->second->isClosed())
+    return it->second;
+  auto parsed = transport::ChannelAddr::parse(addr);
+  if (!parsed.ok())
+    return parsed.status();
+  auto link = transportImpl->connect(*parsed);
+  links[addr] = link;
+  return link;
+}
+
+uint64_t Runtime::nextSeq(const std::string &addr) {
+  std::lock_guard<std::mutex> guard(seqMu);
+  return ++seqs[addr];
+}
+
+uint64_t Runtime::peekSeq(const std::string &addr) {
+  std::lock_guard<std::mutex> guard(seqMu);
+  return seqs[addr] + 1;
+}
+
+} // namespace monarch
+
+namespace monarch {
+
+void Runtime::resetPeer(const std::string &addr) {
+  {
+    std::lock_guard<std::mutex> guard(seqMu);
+    seqs.erase(addr);
+  }
+  std::shared_ptr<transport::Link> old;
+  {
+    std::lock_guard<std::mutex> guard(linksMu);
+    auto it = links.find(addr);
+    if (it != links.end()) {
+      old = std::move(it->second);
+      links.erase(it);
+    }
+  }
+  if (old)
+    old->close();
+}
+
+} // namespace monarch

@@ -1,0 +1,41 @@
+#include "monarch/runtime/supervision/Supervision.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+namespace monarch {
+
+namespace {
+std::mutex rootMu;
+RootSupervisionHandler &rootHandler() {
+  static RootSupervisionHandler handler;
+  return handler;
+}
+} // namespace
+
+std::string SupervisionEvent::toString() const {
+  return "supervision: mesh '" + mesh + "' rank " + std::to_string(rank) +
+         " failed: " + reason;
+}
+
+void setRootSupervisionHandler(RootSupervisionHandler handler) {
+  std::lock_guard<std::mutex> guard(rootMu);
+  rootHandler() = std::move(handler);
+}
+
+void raiseToRoot(const SupervisionEvent &event) {
+  RootSupervisionHandler handler;
+  {
+    std::lock_guard<std::mutex> guard(rootMu);
+    handler = rootHandler();
+  }
+  if (handler)
+    return handler(event);
+  std::fprintf(stderr, "monarch: unhandled %s\n", event.toString().c_str());
+  std::fflush(stderr);
+  // Static destructors would race the runtime's threads; end right here.
+  std::_Exit(1);
+}
+
+} // namespace monarch

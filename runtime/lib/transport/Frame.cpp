@@ -1,0 +1,70 @@
+#include "monarch/runtime/transport/Frame.h"
+
+#include <cstring>
+
+namespace monarch::transport {
+
+Buffer Buffer::fromString(std::string text) {
+  auto owner = std::make_shared<std::string>(std::move(text));
+  const auto *data = reinterpret_cast<const uint8_t *>(owner->data());
+  size_t size = owner->size();
+  return Buffer(std::move(owner), data, size);
+}
+
+Buffer Buffer::copyOf(const void *data, size_t size) {
+  return fromString(std::string(static_cast<const char *>(data), size));
+}
+
+void writeFrameHeader(FrameKind kind, uint32_t length, uint8_t *out) {
+  out[0] = kFrameMagic;
+  out[1] = static_cast<uint8_t>(kind);
+  out[2] = 0;
+  out[3] = 0;
+  for (int i = 0; i < 4; ++i)
+    out[4 + i] = static_cast<uint8_t>(length >> (8 * i));
+}
+
+size_t EncodedMessage::totalBytes() const {
+  size_t total = control.size() + payloadHeaders.size();
+  for (const auto &p : payloads)
+    total += p.size();
+  return total;
+}
+
+std::string encodeControlFrame(const google::protobuf::MessageLite &body) {
+  size_t size = body.ByteSizeLong();
+  std::string out(kFrameHeaderSize + size, '\0');
+  writeFrameHeader(FrameKind::Control, static_cast<uint32_t>(size),
+                   reinterpret_cast<uint8_t *>(out.data()));
+  body.SerializeWithCachedSizesToArray(
+      reinterpret_cast<uint8_t *>(out.data()) + kFrameHeaderSize);
+  return out;
+}
+
+Expected<EncodedMessage> encodeMessage(Message message,
+                                       const FrameLimits &limits) {
+  if (message.payloads.size() > limits.maxPayloadsPerMessage)
+    return Status(ErrorCode::Invalid, "too many payload frames");
+  auto &env = message.envelope;
+  env.clear_payload_sizes();
+  EncodedMessage out;
+  out.payloadHeaders.resize(kFrameHeaderSize * message.payloads.size());
+  for (size_t i = 0; i < message.payloads.size(); ++i) {
+    size_t size = message.payloads[i].size();
+    if (size > limits.maxPayloadBytes)
+      return Status(ErrorCode::Invalid, "payload frame of " +
+                                            std::to_string(size) +
+                                            " bytes exceeds the limit");
+    env.add_payload_sizes(size);
+    writeFrameHeader(FrameKind::Payload, static_cast<uint32_t>(size),
+                     reinterpret_cast<uint8_t *>(out.payloadHeaders.data()) +
+                         kFrameHeaderSize * i);
+  }
+  if (env.ByteSizeLong() > limits.maxControlBytes)
+    return Status(ErrorCode::Invalid, "control frame exceeds the limit");
+  out.control = encodeControlFrame(env);
+  out.payloads = std::move(message.payloads);
+  return out;
+}
+
+} // namespace monarch::transport

@@ -1,0 +1,127 @@
+//===- Collectives.h - Collective backends and rendezvous stores -*- C++ -*-===//
+//
+// One interface for every collective the tensor engine issues (DESIGN.md §5):
+// Gloo implements it for CPU tensors, NCCL for CUDA tensors. The interface is
+// torch-free: it moves typed, contiguous buffers. Which ranks form a
+// communicator (MeshView::groupOf) and caching per (stream, mesh dims) are
+// the executor's job; a backend only builds a communicator for a rank list.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MONARCH_TENSOR_COLLECTIVES_H
+#define MONARCH_TENSOR_COLLECTIVES_H
+
+#include "monarch/tensor/Status.h"
+#include "monarch/tensor/plan.pb.h"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace monarch::tensor {
+
+/// Key/value rendezvous store. Gloo exchanges connection addresses through
+/// it; a worker will later back it with actor messages to the controller.
+class Store {
+public:
+  virtual ~Store() = default;
+  virtual Status set(const std::string &key, const std::vector<char> &value) = 0;
+  /// Waits up to `timeout` for `key` to be set.
+  virtual Expected<std::vector<char>> get(const std::string &key,
+                                          std::chrono::milliseconds timeout) = 0;
+};
+
+/// A store in a directory shared by all ranks (one file per key, written
+/// atomically by rename). Good for processes of one host and for tests.
+class FileStore : public Store {
+public:
+  explicit FileStore(std::string directory);
+  Status set(const std::string &key, const std::vector<char> &value) override;
+  Expected<std::vector<char>> get(const std::string &key,
+                                  std::chrono::milliseconds timeout) override;
+
+private:
+  std::string pathOf(const std::string &key) const;
+  std::string dir;
+};
+
+/// A contiguous buffer of `count` elements of `dtype` in host memory (Gloo)
+/// or device memory (NCCL).
+struct Buffer {
+  void *data = nullptr;
+  size_t count = 0;
+  plan::DType dtype = plan::FLOAT32;
+};
+
+size_t elementSize(plan::DType dtype);
+
+enum class ReduceKind { Sum, Product, Min, Max };
+
+/// One side of a point-to-point transfer.
+struct PeerBuffer {
+  Buffer buffer;
+  int peer;
+};
+
+/// A group of ranks that run collectives together. Calls are blocking and
+/// must be issued in the same order on every member; each member uses a
+/// communicator from one thread at a time (one stream).
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  /// This process's index in the group, and the group size.
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  virtual Status allreduce(Buffer inout, ReduceKind kind) = 0;
+  /// `in` holds size()*n elements; `out` receives this rank's n-element
+  /// block of the reduction.
+  virtual Status reduceScatter(Buffer in, Buffer out, ReduceKind kind) = 0;
+  /// `out` (size()*n) receives every rank's n-element `in`, in rank order.
+  virtual Status allgather(Buffer in, Buffer out) = 0;
+  /// `in` and `out` hold size() blocks; block j of `in` goes to rank j and
+  /// arrives as block (this rank) of its `out`.
+  virtual Status alltoall(Buffer in, Buffer out) = 0;
+  virtual Status broadcast(Buffer inout, int root) = 0;
+  /// Point-to-point: posts every receive, then every send, then waits for
+  /// all of them, so exchanges in any direction cannot deadlock. `tag` must
+  /// match between the two sides of each transfer.
+  virtual Status sendRecv(const std::vector<PeerBuffer> &sends,
+                          const std::vector<PeerBuffer> &recvs,
+                          uint64_t tag) = 0;
+};
+
+class CollectiveBackend {
+public:
+  virtual ~CollectiveBackend() = default;
+  virtual const char *name() const = 0;
+  /// Builds (collectively: every member calls it with the same `key` and
+  /// `ranks`) the communicator of `ranks`, global ranks in group order, for
+  /// the calling process `self`.
+  virtual Expected<std::shared_ptr<Communicator>>
+  connect(const std::string &key, const std::vector<int64_t> &ranks,
+          int64_t self) = 0;
+};
+
+struct GlooOptions {
+  /// Interface address the TCP transport binds to (loopback by default,
+  /// DESIGN.md §5 "Security").
+  std::string hostname = "127.0.0.1";
+  std::chrono::milliseconds timeout{60000};
+};
+
+/// Gloo over TCP for CPU tensors, rendezvousing through `store`.
+std::shared_ptr<CollectiveBackend> makeGlooBackend(std::shared_ptr<Store> store,
+                                                   GlooOptions options = {});
+
+/// NCCL for CUDA tensors; null when built without CUDA/NCCL (see
+/// ncclAvailable()).
+bool ncclAvailable();
+std::shared_ptr<CollectiveBackend> makeNcclBackend(std::shared_ptr<Store> store,
+                                                   std::chrono::milliseconds timeout);
+
+} // namespace monarch::tensor
+
+#endif // MONARCH_TENSOR_COLLECTIVES_H

@@ -1,0 +1,91 @@
+//===- Executor.h - The tensor engine of one worker -------------*- C++ -*-===//
+//
+// Executes plan instructions for one rank (DESIGN.md §5 "Tensor worker", §6).
+// A worker actor owns one Executor, feeds it instructions with submit() from
+// its message handler (one thread), and forwards the callbacks as replies to
+// the controller. This header is torch-free so such hosts compile quickly;
+// registered functions and actor bridges (torch types) are in Functions.h.
+//
+// Threading: submit() does the static part of each instruction (mesh
+// membership, ownership, borrow state, operator lookup) on the caller's thread
+// and queues the rest on the instruction's stream; each stream is a thread
+// executing its queue in order. Callbacks run on stream threads, one at a
+// time.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MONARCH_TENSOR_EXECUTOR_H
+#define MONARCH_TENSOR_EXECUTOR_H
+
+#include "monarch/tensor/Collectives.h"
+#include "monarch/tensor/Status.h"
+#include "monarch/tensor/plan.pb.h"
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace monarch::tensor {
+
+class ActorBridge;
+
+struct ExecutorOptions {
+  /// This worker's global rank in the root mesh.
+  int64_t rank = 0;
+  /// The root mesh, e.g. {{"host", 2}, {"gpu", 2}}.
+  std::vector<std::pair<std::string, int64_t>> rootShape;
+  /// For CPU tensors (Gloo). Collectives fail as instructions without one.
+  std::shared_ptr<CollectiveBackend> collectives;
+  /// Bytes of CPU tensor memory this process may hold; 0 = unlimited. An
+  /// allocation past it fails its instruction only. Process-wide (one worker
+  /// per process).
+  size_t memoryCapBytes = 0;
+  /// Bound on every blocking wait (borrow events, rendezvous, collectives).
+  std::chrono::milliseconds timeout{60000};
+  /// Endpoints for CallActor; optional.
+  std::shared_ptr<ActorBridge> actors;
+};
+
+struct ExecutorCallbacks {
+  /// One per failing instruction (never for dependent errors).
+  std::function<void(const plan::Failure &)> onFailure;
+  /// The value (or error) for a Fetch.
+  std::function<void(const plan::FetchReply &)> onFetch;
+  /// A RequestStatus whose earlier work has all finished.
+  std::function<void(int64_t instruction)> onStatus;
+};
+
+class Executor {
+public:
+  Executor(ExecutorOptions options, ExecutorCallbacks callbacks);
+  ~Executor();
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  /// Registers a program's meshes and streams (its root must match).
+  Status declare(const plan::Program &program);
+  /// Queues one instruction. Failures are reported through callbacks, never
+  /// returned; instructions for meshes without this rank are ignored.
+  void submit(const plan::Instruction &instruction);
+  /// declare() + submit() of every instruction.
+  Status run(const plan::Program &program);
+  /// Waits until every queued instruction has finished; false on timeout.
+  bool waitIdle(std::chrono::milliseconds timeout);
+
+  int64_t rank() const;
+  /// Number of refs holding a value or an error on this worker (after
+  /// waitIdle; for tests and leak checks).
+  size_t liveRefs() const;
+
+  struct Impl;
+
+private:
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace monarch::tensor
+
+#endif // MONARCH_TENSOR_EXECUTOR_H

@@ -1,0 +1,440 @@
+//===- Plan.cpp - Loading and checking executable plans -------------------===//
+
+#include "monarch/tensor/Plan.h"
+
+#include "monarch/mesh/MeshView.h"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace monarch::tensor {
+
+namespace {
+
+void visitValueRefs(const plan::Value &v, RefRole role,
+                    const std::function<void(int64_t, RefRole)> &fn) {
+  switch (v.kind_case()) {
+  case plan::Value::kRef:
+    fn(v.ref(), role);
+    break;
+  case plan::Value::kRefList:
+    for (int64_t r : v.ref_list().refs())
+      fn(r, role);
+    break;
+  case plan::Value::kList:
+    for (const auto &e : v.list().values())
+      visitValueRefs(e, role, fn);
+    break;
+  case plan::Value::kOptional:
+    if (v.optional().has_value())
+      visitValueRefs(v.optional().value(), role, fn);
+    break;
+  default:
+    break;
+  }
+}
+
+void mapValueRefs(plan::Value &v, const std::function<int64_t(int64_t)> &fn) {
+  switch (v.kind_case()) {
+  case plan::Value::kRef:
+    v.set_ref(fn(v.ref()));
+    break;
+  case plan::Value::kRefList:
+    for (auto &r : *v.mutable_ref_list()->mutable_refs())
+      r = fn(r);
+    break;
+  case plan::Value::kList:
+    for (auto &e : *v.mutable_list()->mutable_values())
+      mapValueRefs(e, fn);
+    break;
+  case plan::Value::kOptional:
+    if (v.optional().has_value())
+      mapValueRefs(*v.mutable_optional()->mutable_value(), fn);
+    break;
+  default:
+    break;
+  }
+}
+
+/// Tracks meshes, streams, refs and recordings while walking a plan.
+class Validator {
+public:
+  explicit Validator(const plan::Program &program) : program(program) {}
+
+  Status run() {
+    if (program.root_size() == 0)
+      return Status::error("plan has no root mesh");
+    std::vector<std::pair<std::string, int64_t>> shape;
+    for (const auto &d : program.root())
+      shape.emplace_back(d.name(), d.size());
+    auto root = mesh::MeshView::root(shape);
+    if (!root.ok())
+      return Status::error("invalid root mesh: " + root.error().message);
+    rootSize = root->size();
+    meshes.emplace(0, root.value());
+    streams.insert(0);
+    for (const auto &m : program.meshes())
+      if (Status s = addMesh(m); !s.ok())
+        return s;
+    for (const auto &s : program.streams())
+      if (Status st = addStream(s); !st.ok())
+        return st;
+    std::unordered_set<int64_t> defined;
+    for (const auto &inst : program.instructions())
+      if (Status s = check(inst, defined, /*inRecording=*/false); !s.ok())
+        return s;
+    return Status::success();
+  }
+
+private:
+  static Status fail(const plan::Instruction &inst, const std::string &msg) {
+    std::ostringstream os;
+    os << "instruction " << inst.id() << " (" << kindName(inst) << "): " << msg;
+    return Status::error(os.str());
+  }
+
+  Status addMesh(const plan::Mesh &m) {
+    if (m.id() <= 0 || meshes.count(m.id()))
+      return Status::error("mesh id " + std::to_string(m.id()) +
+                           " is reserved or declared twice");
+    std::vector<mesh::Dim> dims;
+    for (const auto &d : m.dims())
+      dims.push_back({d.name(), d.size(), d.stride()});
+    auto view = mesh::MeshView::create(m.offset(), dims);
+    if (!view.ok())
+      return Status::error("mesh " + std::to_string(m.id()) + ": " +
+                           view.error().message);
+    for (int64_t r : view->ranks())
+      if (r >= rootSize)
+        return Status::error("mesh " + std::to_string(m.id()) +
+                             " holds rank " + std::to_string(r) +
+                             " outside the root mesh");
+    meshes.emplace(m.id(), view.value());
+    return Status::success();
+  }
+
+  Status addStream(const plan::Stream &s) {
+    if (s.id() <= 0 || !streams.insert(s.id()).second)
+      return Status::error("stream id " + std::to_string(s.id()) +
+                           " is reserved or declared twice");
+    return Status::success();
+  }
+
+  Status check(const plan::Instruction &inst,
+               std::unordered_set<int64_t> &defined, bool inRecording) {
+    if (inst.kind_case() == plan::Instruction::KIND_NOT_SET)
+      return fail(inst, "no instruction kind set (unknown or corrupted)");
+    if (!inRecording && !ids.insert(inst.id()).second)
+      return fail(inst, "duplicate instruction id");
+    if (!meshes.count(inst.mesh()))
+      return fail(inst, "unknown mesh " + std::to_string(inst.mesh()));
+    if (!streams.count(inst.stream()))
+      return fail(inst, "unknown stream " + std::to_string(inst.stream()));
+    const mesh::MeshView &view = meshes.at(inst.mesh());
+
+    switch (inst.kind_case()) {
+    case plan::Instruction::kCreateMesh:
+      return addMesh(inst.create_mesh().mesh());
+    case plan::Instruction::kCreateStream:
+      return addStream(inst.create_stream().stream());
+    case plan::Instruction::kDefineRecording: {
+      const auto &rec = inst.define_recording().recording();
+      if (!recordings.emplace(rec.id(), &rec).second)
+        return fail(inst, "recording " + std::to_string(rec.id()) +
+                              " defined twice");
+      std::unordered_set<int64_t> local(rec.formals().begin(),
+                                        rec.formals().end());
+      for (const auto &b : rec.body())
+        if (Status s = check(b, local, /*inRecording=*/true); !s.ok())
+          return Status::error("in recording " + std::to_string(rec.id()) +
+                               ": " + s.message());
+      for (int64_t r : rec.results())
+        if (!local.count(r))
+          return fail(inst, "recording result ref " + std::to_string(r) +
+                                " is not defined by its body");
+      return Status::success();
+    }
+    case plan::Instruction::kCallRecording: {
+      const auto &call = inst.call_recording();
+      auto it = recordings.find(call.recording());
+      if (it == recordings.end())
+        return fail(inst, "unknown recording " +
+                              std::to_string(call.recording()));
+      if (it->second->formals_size() != call.actuals_size() ||
+          it->second->results_size() != call.results_size())
+        return fail(inst, "recording " + std::to_string(call.recording()) +
+                              " takes " +
+                              std::to_string(it->second->formals_size()) +
+                              " actuals and " +
+                              std::to_string(it->second->results_size()) +
+                              " results");
+      break;
+    }
+    case plan::Instruction::kReduce: {
+      const auto &r = inst.reduce();
+      auto group = view.groups({r.dims().begin(), r.dims().end()});
+      if (!group.ok())
+        return fail(inst, group.error().message);
+      if (r.input_meta().dtype() == plan::DTYPE_UNSPECIFIED)
+        return fail(inst, "reduce needs input_meta (dtype and shape)");
+      break;
+    }
+    case plan::Instruction::kSendTensor: {
+      const auto &s = inst.send_tensor();
+      if (!meshes.count(s.source_mesh()) || !meshes.count(s.dest_mesh()))
+        return fail(inst, "send between unknown meshes");
+      if (s.meta().dtype() == plan::DTYPE_UNSPECIFIED)
+        return fail(inst, "send_tensor needs meta (dtype and shape)");
+      break;
+    }
+    case plan::Instruction::kRankTensor:
+      for (const auto &d : inst.rank_tensor().dims())
+        if (!view.find(d))
+          return fail(inst, "unknown dim '" + d + "' of mesh " +
+                                view.shapeString());
+      break;
+    case plan::Instruction::kBorrowCreate:
+      if (!streams.count(inst.borrow_create().from_stream()))
+        return fail(inst, "borrow from unknown stream");
+      break;
+    case plan::Instruction::kCallOp:
+      if (inst.call_op().name().empty())
+        return fail(inst, "call_op without an operator name");
+      break;
+    default:
+      break;
+    }
+
+    Status status = Status::success();
+    visitRefs(inst, [&](int64_t ref, RefRole role) {
+      if (!status.ok())
+        return;
+      if (ref < 0) {
+        status = fail(inst, "negative ref " + std::to_string(ref));
+        return;
+      }
+      switch (role) {
+      case RefRole::Read:
+      case RefRole::Write:
+        if (!defined.count(ref))
+          status = fail(inst, "ref " + std::to_string(ref) +
+                                  " used before it is defined");
+        break;
+      case RefRole::Define:
+        defined.insert(ref);
+        break;
+      case RefRole::Delete:
+        if (!defined.erase(ref))
+          status = fail(inst, "ref " + std::to_string(ref) +
+                                  " deleted but not defined");
+        break;
+      }
+    });
+    return status;
+  }
+
+  const plan::Program &program;
+  int64_t rootSize = 0;
+  std::map<int64_t, mesh::MeshView> meshes;
+  std::set<int64_t> streams;
+  std::unordered_set<int64_t> ids;
+  std::unordered_map<int64_t, const plan::Recording *> recordings;
+};
+
+} // namespace
+
+std::string opName(const plan::CallOp &op) {
+  return op.overload().empty() ? op.name() : op.name() + "." + op.overload();
+}
+
+const char *kindName(const plan::Instruction &inst) {
+  switch (inst.kind_case()) {
+  case plan::Instruction::kCreateMesh: return "create_mesh";
+  case plan::Instruction::kCreateStream: return "create_stream";
+  case plan::Instruction::kRankTensor: return "rank_tensor";
+  case plan::Instruction::kCallOp: return "call_op";
+  case plan::Instruction::kCallFunction: return "call_function";
+  case plan::Instruction::kReduce: return "reduce";
+  case plan::Instruction::kSendTensor: return "send_tensor";
+  case plan::Instruction::kBorrowCreate: return "borrow_create";
+  case plan::Instruction::kBorrowFirstUse: return "borrow_first_use";
+  case plan::Instruction::kBorrowLastUse: return "borrow_last_use";
+  case plan::Instruction::kBorrowDrop: return "borrow_drop";
+  case plan::Instruction::kDeleteRefs: return "delete_refs";
+  case plan::Instruction::kFetch: return "fetch";
+  case plan::Instruction::kRequestStatus: return "request_status";
+  case plan::Instruction::kDefineRecording: return "define_recording";
+  case plan::Instruction::kCallRecording: return "call_recording";
+  case plan::Instruction::kCallActor: return "call_actor";
+  case plan::Instruction::KIND_NOT_SET: return "unset";
+  }
+  return "unknown";
+}
+
+void visitRefs(const plan::Instruction &inst,
+               const std::function<void(int64_t, RefRole)> &fn) {
+  auto defs = [&](const auto &list) {
+    for (int64_t r : list)
+      fn(r, RefRole::Define);
+  };
+  switch (inst.kind_case()) {
+  case plan::Instruction::kRankTensor:
+    fn(inst.rank_tensor().result(), RefRole::Define);
+    break;
+  case plan::Instruction::kCallOp:
+    for (const auto &a : inst.call_op().args())
+      visitValueRefs(a, RefRole::Read, fn);
+    for (const auto &a : inst.call_op().kwargs())
+      visitValueRefs(a.value(), RefRole::Read, fn);
+    defs(inst.call_op().results());
+    break;
+  case plan::Instruction::kCallFunction:
+    for (const auto &a : inst.call_function().args())
+      visitValueRefs(a, RefRole::Read, fn);
+    defs(inst.call_function().results());
+    break;
+  case plan::Instruction::kCallActor:
+    for (const auto &a : inst.call_actor().args())
+      visitValueRefs(a, RefRole::Read, fn);
+    defs(inst.call_actor().results());
+    break;
+  case plan::Instruction::kReduce: {
+    const auto &r = inst.reduce();
+    fn(r.input(), r.in_place() ? RefRole::Write : RefRole::Read);
+    if (r.has_out())
+      fn(r.out(), RefRole::Write);
+    if (!r.in_place())
+      fn(r.result(), RefRole::Define);
+    break;
+  }
+  case plan::Instruction::kSendTensor:
+    // Read on source ranks, defined on destination ranks.
+    fn(inst.send_tensor().input(), RefRole::Read);
+    fn(inst.send_tensor().result(), RefRole::Define);
+    break;
+  case plan::Instruction::kBorrowCreate:
+    fn(inst.borrow_create().input(), RefRole::Read);
+    fn(inst.borrow_create().result(), RefRole::Define);
+    break;
+  case plan::Instruction::kDeleteRefs:
+    for (int64_t r : inst.delete_refs().refs())
+      fn(r, RefRole::Delete);
+    break;
+  case plan::Instruction::kFetch:
+    fn(inst.fetch().ref(), RefRole::Read);
+    break;
+  case plan::Instruction::kCallRecording:
+    for (int64_t r : inst.call_recording().actuals())
+      fn(r, RefRole::Read);
+    defs(inst.call_recording().results());
+    break;
+  default:
+    break;
+  }
+}
+
+void mapRefs(plan::Instruction &inst, const std::function<int64_t(int64_t)> &fn) {
+  auto mapList = [&](auto *list) {
+    for (auto &r : *list)
+      r = fn(r);
+  };
+  auto mapArgs = [&](auto *args) {
+    for (auto &a : *args)
+      mapValueRefs(a, fn);
+  };
+  switch (inst.kind_case()) {
+  case plan::Instruction::kRankTensor:
+    inst.mutable_rank_tensor()->set_result(fn(inst.rank_tensor().result()));
+    break;
+  case plan::Instruction::kCallOp: {
+    auto *op = inst.mutable_call_op();
+    mapArgs(op->mutable_args());
+    for (auto &kw : *op->mutable_kwargs())
+      mapValueRefs(*kw.mutable_value(), fn);
+    mapList(op->mutable_results());
+    break;
+  }
+  case plan::Instruction::kCallFunction:
+    mapArgs(inst.mutable_call_function()->mutable_args());
+    mapList(inst.mutable_call_function()->mutable_results());
+    break;
+  case plan::Instruction::kCallActor:
+    mapArgs(inst.mutable_call_actor()->mutable_args());
+    mapList(inst.mutable_call_actor()->mutable_results());
+    break;
+  case plan::Instruction::kReduce: {
+    auto *r = inst.mutable_reduce();
+    r->set_input(fn(r->input()));
+    r->set_result(fn(r->result()));
+    if (r->has_out())
+      r->set_out(fn(r->out()));
+    break;
+  }
+  case plan::Instruction::kSendTensor: {
+    auto *s = inst.mutable_send_tensor();
+    s->set_input(fn(s->input()));
+    s->set_result(fn(s->result()));
+    break;
+  }
+  case plan::Instruction::kBorrowCreate: {
+    auto *b = inst.mutable_borrow_create();
+    b->set_input(fn(b->input()));
+    b->set_result(fn(b->result()));
+    break;
+  }
+  case plan::Instruction::kDeleteRefs:
+    mapList(inst.mutable_delete_refs()->mutable_refs());
+    break;
+  case plan::Instruction::kFetch:
+    inst.mutable_fetch()->set_ref(fn(inst.fetch().ref()));
+    break;
+  case plan::Instruction::kCallRecording:
+    mapList(inst.mutable_call_recording()->mutable_actuals());
+    mapList(inst.mutable_call_recording()->mutable_results());
+    break;
+  default:
+    break;
+  }
+}
+
+Status validatePlan(const plan::Program &program) {
+  if (program.magic() != kPlanMagic)
+    return Status::error("not a monarch plan: bad magic number");
+  if (program.version() > kPlanVersion)
+    return Status::error(
+        "plan schema version " + std::to_string(program.version()) +
+        " is newer than this runtime supports (version " +
+        std::to_string(kPlanVersion) +
+        "); rebuild monarch with the compiler that produced the plan");
+  if (program.version() == 0)
+    return Status::error("plan has no schema version");
+  return Validator(program).run();
+}
+
+Expected<plan::Program> loadPlan(std::string_view bytes) {
+  plan::Program program;
+  if (!program.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return Status::error("corrupted plan: the bytes are not a valid monarch "
+                         "plan (protobuf parse failed)");
+  if (Status s = validatePlan(program); !s.ok())
+    return s;
+  return program;
+}
+
+Expected<plan::Program> loadPlanFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error("cannot open plan file " + path);
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  auto program = loadPlan(buf.str());
+  if (!program.ok())
+    return Status::error(path + ": " + program.message());
+  return program;
+}
+
+} // namespace monarch::tensor

@@ -1,0 +1,220 @@
+//===- Nccl.cpp - The NCCL collective backend (CUDA tensors) --------------===//
+//
+// Compiled with MONARCH_HAVE_NCCL when CMake finds the CUDA toolkit and NCCL.
+// Each communicator owns a CUDA stream; a call enqueues the NCCL operation on
+// it and waits for it (bounded by the timeout, aborting the communicator on
+// expiry), so the interface stays blocking like Gloo's.
+//
+// TODO(GPU session): run the executor's CUDA streams through here (take the
+// caller's cudaStream_t and record events instead of synchronizing), and run
+// the multi-process tests on the GPU machine.
+//
+//===----------------------------------------------------------------------===//
+
+#include "monarch/tensor/Collectives.h"
+
+#ifdef MONARCH_HAVE_NCCL
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstring>
+#include <thread>
+#endif
+
+namespace monarch::tensor {
+
+#ifdef MONARCH_HAVE_NCCL
+namespace {
+
+Expected<ncclDataType_t> ncclType(plan::DType dtype) {
+  switch (dtype) {
+  case plan::FLOAT32: return ncclFloat32;
+  case plan::FLOAT64: return ncclFloat64;
+  case plan::FLOAT16: return ncclFloat16;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
+  case plan::BFLOAT16: return ncclBfloat16;
+#endif
+  case plan::INT32: return ncclInt32;
+  case plan::INT64: return ncclInt64;
+  case plan::INT8: return ncclInt8;
+  case plan::UINT8: return ncclUint8;
+  default:
+    return Status::error("nccl: unsupported dtype " + plan::DType_Name(dtype));
+  }
+}
+
+ncclRedOp_t ncclOp(ReduceKind kind) {
+  switch (kind) {
+  case ReduceKind::Sum: return ncclSum;
+  case ReduceKind::Product: return ncclProd;
+  case ReduceKind::Min: return ncclMin;
+  case ReduceKind::Max: return ncclMax;
+  }
+  return ncclSum;
+}
+
+class NcclCommunicator : public Communicator {
+public:
+  NcclCommunicator(ncclComm_t comm, cudaStream_t stream, int rank, int size,
+                   std::chrono::milliseconds timeout)
+      : comm(comm), stream(stream), myRank(rank), n(size), timeout(timeout) {}
+  ~NcclCommunicator() override {
+    ncclCommDestroy(comm);
+    cudaStreamDestroy(stream);
+  }
+
+  int rank() const override { return myRank; }
+  int size() const override { return n; }
+
+  Status allreduce(Buffer b, ReduceKind kind) override {
+    auto t = ncclType(b.dtype);
+    if (!t.ok())
+      return t.status();
+    return finish(ncclAllReduce(b.data, b.data, b.count, t.value(),
+                                ncclOp(kind), comm, stream));
+  }
+  Status reduceScatter(Buffer in, Buffer out, ReduceKind kind) override {
+    auto t = ncclType(in.dtype);
+    if (!t.ok())
+      return t.status();
+    return finish(ncclReduceScatter(in.data, out.data, out.count, t.value(),
+                                    ncclOp(kind), comm, stream));
+  }
+  Status allgather(Buffer in, Buffer out) override {
+    return finish(ncclAllGather(in.data, out.data,
+                                in.count * elementSize(in.dtype), ncclUint8,
+                                comm, stream));
+  }
+  Status alltoall(Buffer in, Buffer out) override {
+    size_t block = in.count * elementSize(in.dtype) / n;
+    ncclGroupStart();
+    for (int peer = 0; peer < n; ++peer) {
+      ncclSend(static_cast<char *>(in.data) + peer * block, block, ncclUint8,
+               peer, comm, stream);
+      ncclRecv(static_cast<char *>(out.data) + peer * block, block, ncclUint8,
+               peer, comm, stream);
+    }
+    return finish(ncclGroupEnd());
+  }
+  Status broadcast(Buffer b, int root) override {
+    return finish(ncclBroadcast(b.data, b.data,
+                                b.count * elementSize(b.dtype), ncclUint8,
+                                root, comm, stream));
+  }
+  Status sendRecv(const std::vector<PeerBuffer> &sends,
+                  const std::vector<PeerBuffer> &recvs, uint64_t) override {
+    ncclGroupStart();
+    for (const auto &r : recvs)
+      ncclRecv(r.buffer.data, r.buffer.count * elementSize(r.buffer.dtype),
+               ncclUint8, r.peer, comm, stream);
+    for (const auto &s : sends)
+      ncclSend(s.buffer.data, s.buffer.count * elementSize(s.buffer.dtype),
+               ncclUint8, s.peer, comm, stream);
+    return finish(ncclGroupEnd());
+  }
+
+private:
+  /// Waits for the enqueued work, bounded by the timeout.
+  Status finish(ncclResult_t launched) {
+    if (launched != ncclSuccess)
+      return Status::error(std::string("nccl: ") + ncclGetErrorString(launched));
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      cudaError_t q = cudaStreamQuery(stream);
+      if (q == cudaSuccess)
+        return Status::success();
+      if (q != cudaErrorNotReady)
+        return Status::error(std::string("cuda: ") + cudaGetErrorString(q));
+      ncclResult_t async;
+      ncclCommGetAsyncError(comm, &async);
+      if (async != ncclSuccess)
+        return Status::error(std::string("nccl: ") + ncclGetErrorString(async));
+      if (std::chrono::steady_clock::now() >= deadline) {
+        ncclCommAbort(comm);
+        return Status::error("nccl: collective timed out");
+      }
+      std::this_thread::yield();
+    }
+  }
+
+  ncclComm_t comm;
+  cudaStream_t stream;
+  int myRank, n;
+  std::chrono::milliseconds timeout;
+};
+
+class NcclBackend : public CollectiveBackend {
+public:
+  NcclBackend(std::shared_ptr<Store> store, std::chrono::milliseconds timeout)
+      : store(std::move(store)), timeout(timeout) {}
+  const char *name() const override { return "nccl"; }
+
+  Expected<std::shared_ptr<Communicator>>
+  connect(const std::string &key, const std::vector<int64_t> &ranks,
+          int64_t self) override {
+    int index = -1;
+    for (size_t i = 0; i < ranks.size(); ++i)
+      if (ranks[i] == self)
+        index = static_cast<int>(i);
+    if (index < 0)
+      return Status::error("nccl: rank not in communicator " + key);
+    ncclUniqueId id;
+    std::string idKey = "monarch/nccl/" + key;
+    if (index == 0) {
+      if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
+        return Status::error(std::string("nccl: ") + ncclGetErrorString(r));
+      std::vector<char> bytes(reinterpret_cast<char *>(&id),
+                              reinterpret_cast<char *>(&id) + sizeof(id));
+      if (Status s = store->set(idKey, bytes); !s.ok())
+        return s;
+    } else {
+      auto bytes = store->get(idKey, timeout);
+      if (!bytes.ok())
+        return bytes.status();
+      if (bytes.value().size() != sizeof(id))
+        return Status::error("nccl: malformed unique id for " + key);
+      std::memcpy(&id, bytes.value().data(), sizeof(id));
+    }
+    cudaStream_t stream;
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+      return Status::error("cuda: cannot create a stream");
+    ncclComm_t comm;
+    if (ncclResult_t r = ncclCommInitRank(&comm, static_cast<int>(ranks.size()),
+                                          id, index);
+        r != ncclSuccess) {
+      cudaStreamDestroy(stream);
+      return Status::error(std::string("nccl: ") + ncclGetErrorString(r));
+    }
+    return std::shared_ptr<Communicator>(std::make_shared<NcclCommunicator>(
+        comm, stream, index, static_cast<int>(ranks.size()), timeout));
+  }
+
+private:
+  std::shared_ptr<Store> store;
+  std::chrono::milliseconds timeout;
+};
+
+} // namespace
+
+bool ncclAvailable() {
+  int devices = 0;
+  return cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+}
+
+std::shared_ptr<CollectiveBackend>
+makeNcclBackend(std::shared_ptr<Store> store, std::chrono::milliseconds timeout) {
+  return std::make_shared<NcclBackend>(std::move(store), timeout);
+}
+
+#else
+
+bool ncclAvailable() { return false; }
+
+std::shared_ptr<CollectiveBackend> makeNcclBackend(std::shared_ptr<Store>,
+                                                   std::chrono::milliseconds) {
+  return nullptr;
+}
+
+#endif
+
+} // namespace monarch::tensor

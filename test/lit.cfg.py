@@ -1,0 +1,42 @@
+# lit configuration of the compiler tests (DESIGN.md §8).
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "monarch"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.monarch_obj_root, "test")
+
+# test/ also holds GoogleTest and pytest suites and CMake files: not lit's.
+config.excludes = [
+    "CMakeLists.txt",
+    "LitSuite.cmake",
+    "README.md",
+    "lit.cfg.py",
+    "lit.site.cfg.py",
+    "lit.site.cfg.py.in",
+    "runtime",
+    "python",
+    "e2e",
+    "Inputs",
+    "corpus",
+]
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+
+llvm_config.with_system_environment(["HOME", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+# monarch tools from build/bin; FileCheck, not, split-file from LLVM 22.
+tool_dirs = [config.monarch_tools_dir, config.llvm_tools_dir]
+llvm_config.add_tool_substitutions(["monarch-opt", "monarch-fuzz"], tool_dirs)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.monarch_tools_dir, append_path=True)
+
+if config.monarch_have_fuzzer and os.path.exists(
+    os.path.join(config.monarch_tools_dir, "monarch-fuzz")
+):
+    config.available_features.add("fuzzer")

@@ -1,0 +1,329 @@
+//===- TransportTest.cpp - Addresses, frames, links, authentication -------===//
+#include "monarch/runtime/transport/Auth.h"
+#include "monarch/runtime/transport/ChannelAddr.h"
+#include "monarch/runtime/transport/FrameDecoder.h"
+#include "monarch/runtime/transport/Transport.h"
+
+#include <asio.hpp>
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+
+namespace monarch::transport {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(ChannelAddr, ParsesAndPrintsAllKinds) {
+  for (const std::string &text : std::vector<std::string>{"inproc://7", "unix:/tmp/x.sock",
+                           "tcp://127.0.0.1:8080", "tcp://[::1]:9"}) {
+    auto addr = ChannelAddr::parse(text);
+    ASSERT_TRUE(addr.ok()) << text;
+    EXPECT_EQ(addr->toString(), text);
+  }
+  EXPECT_EQ(ChannelAddr::parse("tcp://h:1")->host, "h");
+  EXPECT_EQ(ChannelAddr::parse("tcp://h:1")->port, 1);
+}
+
+TEST(ChannelAddr, RejectsBadAddresses) {
+  for (const std::string &text : std::vector<std::string>{"", "inproc://", "inproc://x", "unix:", "tcp://h",
+                           "tcp://h:70000", "tcp://:1", "udp://h:1",
+                           "unix:" + std::string(200, 'a')})
+    EXPECT_FALSE(ChannelAddr::parse(text).ok()) << text;
+}
+
+Message sampleMessage(uint64_t seq, size_t payloadBytes = 0) {
+  Message m;
+  m.envelope.set_sender("test");
+  m.envelope.set_seq(seq);
+  m.envelope.mutable_cast()->set_endpoint("ep" + std::to_string(seq));
+  if (payloadBytes)
+    m.payloads.push_back(Buffer::fromString(std::string(payloadBytes, 'x')));
+  return m;
+}
+
+std::string flatten(const EncodedMessage &e) {
+  std::string out = e.control;
+  for (size_t i = 0; i < e.payloads.size(); ++i) {
+    out.append(e.payloadHeaders, kFrameHeaderSize * i, kFrameHeaderSize);
+    out += e.payloads[i].toString();
+  }
+  return out;
+}
+
+TEST(Frames, RoundTripByteByByte) {
+  std::string wire;
+  for (uint64_t i = 1; i <= 3; ++i)
+    wire += flatten(*encodeMessage(sampleMessage(i, i == 2 ? 1000 : 0)));
+  FrameDecoder decoder;
+  std::vector<Message> got;
+  for (char c : wire) {
+    decoder.feed(&c, 1);
+    for (;;) {
+      auto next = decoder.nextMessage();
+      ASSERT_TRUE(next.ok()) << next.status().toString();
+      if (!next->has_value())
+        break;
+      got.push_back(std::move(**next));
+    }
+  }
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[1].envelope.seq(), 2u);
+  ASSERT_EQ(got[1].payloads.size(), 1u);
+  EXPECT_EQ(got[1].payloads[0].size(), 1000u);
+  EXPECT_EQ(got[2].envelope.cast().endpoint(), "ep3");
+}
+
+Status decodeAll(const std::string &wire, FrameLimits limits = {}) {
+  FrameDecoder decoder(limits);
+  decoder.feed(wire.data(), wire.size());
+  for (;;) {
+    auto next = decoder.nextMessage();
+    if (!next.ok())
+      return next.status();
+    if (!next->has_value())
+      return Status::ok();
+  }
+}
+
+TEST(Frames, MalformedFramesAreErrors) {
+  std::string good = flatten(*encodeMessage(sampleMessage(1, 10)));
+  std::string badMagic = good;
+  badMagic[0] = 'X';
+  EXPECT_FALSE(decodeAll(badMagic).isOk());
+  std::string badKind = good;
+  badKind[1] = 9;
+  EXPECT_FALSE(decodeAll(badKind).isOk());
+  std::string reserved = good;
+  reserved[2] = 1;
+  EXPECT_FALSE(decodeAll(reserved).isOk());
+  // A length beyond the limit is refused before any allocation.
+  std::string huge = good;
+  huge[7] = static_cast<char>(0x7f);
+  EXPECT_FALSE(decodeAll(huge).isOk());
+  // A payload frame with no envelope before it.
+  EXPECT_FALSE(decodeAll(good.substr(good.size() - 18)).isOk());
+  // An envelope that does not parse.
+  std::string garbage(kFrameHeaderSize + 4, '\xff');
+  writeFrameHeader(FrameKind::Control, 4,
+                   reinterpret_cast<uint8_t *>(garbage.data()));
+  EXPECT_FALSE(decodeAll(garbage).isOk());
+  // Payload length that differs from the envelope's declaration.
+  std::string mismatch = good;
+  mismatch[good.size() - 10 - 4] = 11;
+  EXPECT_FALSE(decodeAll(mismatch).isOk());
+  // Declared payload count over the limit.
+  FrameLimits tight;
+  tight.maxPayloadsPerMessage = 0;
+  EXPECT_FALSE(decodeAll(good, tight).isOk());
+}
+
+TEST(Frames, TruncatedInputWaitsWithoutError) {
+  std::string good = flatten(*encodeMessage(sampleMessage(1, 100)));
+  for (size_t cut = 0; cut < good.size(); ++cut) {
+    FrameDecoder decoder;
+    decoder.feed(good.data(), cut);
+    auto next = decoder.nextMessage();
+    ASSERT_TRUE(next.ok());
+    EXPECT_FALSE(next->has_value());
+  }
+}
+
+TEST(Auth, MacsDependOnSecretLabelAndNonce) {
+  std::string n = randomBytes(kNonceBytes);
+  EXPECT_EQ(n.size(), kNonceBytes);
+  EXPECT_NE(n, randomBytes(kNonceBytes));
+  auto a = handshakeMac("s1", kClientLabel, n);
+  EXPECT_TRUE(macEquals(a, handshakeMac("s1", kClientLabel, n)));
+  EXPECT_FALSE(macEquals(a, handshakeMac("s2", kClientLabel, n)));
+  EXPECT_FALSE(macEquals(a, handshakeMac("s1", kServerLabel, n)));
+}
+
+/// An io thread plus a transport with a secret.
+class TransportFixture {
+public:
+  explicit TransportFixture(std::string secret)
+      : guard(asio::make_work_guard(io)),
+        transport(io, TransportOptions{std::move(secret), {}, 2000}),
+        thread([this] { io.run(); }) {}
+  ~TransportFixture() {
+    guard.reset();
+    io.stop();
+    thread.join();
+  }
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> guard;
+  Transport transport;
+  std::thread thread;
+};
+
+/// Collects received messages.
+struct Inbox {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Message> messages;
+  MessageHandler handler() {
+    return [this](Message &&m) {
+      std::lock_guard<std::mutex> g(mu);
+      messages.push_back(std::move(m));
+      cv.notify_all();
+    };
+  }
+  bool waitFor(size_t n, std::chrono::milliseconds t = 10s) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, t, [&] { return messages.size() >= n; });
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> g(mu);
+    return messages.size();
+  }
+};
+
+std::string tempSocket(const char *tag) {
+  return "unix:/tmp/monarch-test-" + std::to_string(::getpid()) + "-" + tag +
+         ".sock";
+}
+
+class LinkOrder : public testing::TestWithParam<std::string> {};
+
+TEST_P(LinkOrder, DeliversInSendOrderWithPayloads) {
+  TransportFixture fx("secret");
+  Inbox inbox;
+  std::string where = GetParam() == "unix" ? tempSocket("order")
+                      : GetParam() == "tcp" ? "tcp://127.0.0.1:0"
+                                            : "inproc://0";
+  auto listener = fx.transport.listen(*ChannelAddr::parse(where),
+                                      inbox.handler());
+  ASSERT_TRUE(listener.ok()) << listener.status().toString();
+  if (GetParam() == "tcp") {
+    EXPECT_NE((*listener)->addr().port, 0);
+    EXPECT_EQ((*listener)->addr().host, "127.0.0.1");
+  }
+  auto link = fx.transport.connect((*listener)->addr());
+  constexpr int n = 5000;
+  for (int i = 1; i <= n; ++i)
+    link->send(sampleMessage(i, i % 100 == 0 ? 70000 : 0));
+  ASSERT_TRUE(inbox.waitFor(n));
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(inbox.messages[i].envelope.seq(), static_cast<uint64_t>(i + 1));
+    size_t expected = (i + 1) % 100 == 0 ? 70000 : 0;
+    ASSERT_EQ(inbox.messages[i].payloads.empty() ? 0
+                                                 : inbox.messages[i].payloads[0].size(),
+              expected);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTransports, LinkOrder,
+                         testing::Values("inproc", "unix", "tcp"));
+
+TEST(Auth, WrongSecretIsRefusedBeforeAnyMessage) {
+  for (const std::string &where :
+       std::vector<std::string>{tempSocket("auth"), "tcp://127.0.0.1:0"}) {
+    TransportFixture server("right-secret");
+    TransportFixture client("wrong-secret");
+    Inbox inbox;
+    auto listener =
+        server.transport.listen(*ChannelAddr::parse(where), inbox.handler());
+    ASSERT_TRUE(listener.ok());
+    auto link = client.transport.connect((*listener)->addr());
+    std::mutex mu;
+    std::condition_variable cv;
+    bool closed = false;
+    Status why;
+    link->onClose([&](const Status &s) {
+      std::lock_guard<std::mutex> g(mu);
+      closed = true;
+      why = s;
+      cv.notify_all();
+    });
+    for (int i = 0; i < 10; ++i)
+      link->send(sampleMessage(i + 1));
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, 5s, [&] { return closed; }));
+    EXPECT_EQ(inbox.size(), 0u);
+
+    // The listener still serves a client with the right secret.
+    TransportFixture good("right-secret");
+    auto goodLink = good.transport.connect((*listener)->addr());
+    goodLink->send(sampleMessage(1));
+    EXPECT_TRUE(inbox.waitFor(1));
+    EXPECT_EQ(inbox.size(), 1u);
+  }
+}
+
+/// Speaks the handshake correctly, then writes `afterAuth` raw.
+void rawClient(const std::string &path, const std::string &secret,
+               const std::string &afterAuth) {
+  asio::io_context io;
+  asio::local::stream_protocol::socket socket(io);
+  socket.connect(asio::local::stream_protocol::endpoint(path));
+  FrameDecoder decoder;
+  auto readHandshake = [&] {
+    for (;;) {
+      auto h = decoder.nextControl<proto::Handshake>();
+      if (h.ok() && h->has_value())
+        return **h;
+      char buf[512];
+      size_t n = socket.read_some(asio::buffer(buf));
+      decoder.feed(buf, n);
+    }
+  };
+  proto::Handshake challenge = readHandshake();
+  proto::Handshake answer;
+  answer.set_mac(handshakeMac(secret, kClientLabel, challenge.nonce()));
+  answer.set_nonce(randomBytes(kNonceBytes));
+  asio::write(socket, asio::buffer(encodeControlFrame(answer)));
+  readHandshake();
+  asio::write(socket, asio::buffer(afterAuth));
+  // Wait for the server to close us (EOF), bounded by the socket timeout.
+  char c;
+  asio::error_code ec;
+  socket.read_some(asio::buffer(&c, 1), ec);
+  EXPECT_TRUE(ec) << "server kept a connection that sent a bad frame";
+}
+
+TEST(Frames, BadFrameClosesOnlyThatConnection) {
+  TransportFixture fx("s");
+  Inbox inbox;
+  std::string where = tempSocket("bad");
+  auto listener = fx.transport.listen(*ChannelAddr::parse(where),
+                                      inbox.handler());
+  ASSERT_TRUE(listener.ok());
+  std::string path = (*listener)->addr().host;
+  std::string good = flatten(*encodeMessage(sampleMessage(1)));
+  std::string bad = good;
+  bad[0] = '?';
+  std::string truncatedThenGarbage = good.substr(0, 5) + std::string(40, '\xee');
+  rawClient(path, "s", good + bad);
+  rawClient(path, "s", truncatedThenGarbage);
+  // The first client's good message was delivered before its bad one.
+  ASSERT_TRUE(inbox.waitFor(1));
+  // And the process keeps serving others.
+  auto link = fx.transport.connect((*listener)->addr());
+  link->send(sampleMessage(2));
+  ASSERT_TRUE(inbox.waitFor(2));
+  EXPECT_EQ(inbox.messages[1].envelope.seq(), 2u);
+}
+
+TEST(Link, ConnectFailureClosesLink) {
+  TransportFixture fx("s");
+  auto link = fx.transport.connect(
+      *ChannelAddr::parse("unix:/tmp/monarch-test-nobody-listens.sock"));
+  std::mutex mu;
+  std::condition_variable cv;
+  bool closed = false;
+  link->onClose([&](const Status &) {
+    std::lock_guard<std::mutex> g(mu);
+    closed = true;
+    cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  EXPECT_TRUE(cv.wait_for(lock, 5s, [&] { return closed; }));
+}
+
+} // namespace
+} // namespace monarch::transport

@@ -1,0 +1,435 @@
+//===- CollectiveTest.cpp - reduce and to_mesh across 4 processes ---------===//
+//
+// Each test writes a plan, starts monarch-tensor-rank for ranks 0..3 of a
+// host=2 x gpu=2 mesh (Gloo over a FileStore), waits for all of them with a
+// deadline, and checks every rank's fetched values against the same
+// computation in local libtorch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "monarch/tensor/Plan.h"
+#include "monarch/tensor/PlanBuilder.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+using namespace monarch::tensor;
+namespace plan = monarch::plan;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kRanks = 4;
+
+std::string tempDir(const std::string &name) {
+  static int counter = 0;
+  fs::path p = fs::temp_directory_path() /
+               ("monarch-" + name + "-" + std::to_string(::getpid()) + "-" +
+                std::to_string(counter++));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+struct Outcome {
+  std::vector<int> exitCodes;
+  std::vector<std::string> stderrs;
+  std::vector<plan::RunReport> reports;
+};
+
+/// Runs `planBytes` on kRanks processes; fails the test on a hang.
+Outcome runRanks(const std::string &planBytes) {
+  std::string dir = tempDir("ranks");
+  std::string planPath = dir + "/plan.pb";
+  std::ofstream(planPath, std::ios::binary) << planBytes;
+  fs::create_directories(dir + "/store");
+  std::vector<pid_t> pids;
+  for (int r = 0; r < kRanks; ++r) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      std::string err = dir + "/" + std::to_string(r) + ".err";
+      std::freopen(err.c_str(), "w", stderr);
+      std::string rank = std::to_string(r), out = dir + "/" + rank + ".report",
+                  store = dir + "/store";
+      ::execl(MONARCH_TENSOR_RANK_BIN, MONARCH_TENSOR_RANK_BIN, "--plan",
+              planPath.c_str(), "--rank", rank.c_str(), "--store",
+              store.c_str(), "--out", out.c_str(), "--timeout-ms", "20000",
+              static_cast<char *>(nullptr));
+      std::_Exit(127);
+    }
+    pids.push_back(pid);
+  }
+  Outcome o;
+  o.exitCodes.assign(kRanks, -1);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  int left = kRanks;
+  while (left > 0) {
+    for (int r = 0; r < kRanks; ++r) {
+      if (o.exitCodes[r] != -1)
+        continue;
+      int status = 0;
+      if (::waitpid(pids[r], &status, WNOHANG) == pids[r]) {
+        o.exitCodes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+        --left;
+      }
+    }
+    if (left > 0 && std::chrono::steady_clock::now() > deadline) {
+      for (int r = 0; r < kRanks; ++r)
+        if (o.exitCodes[r] == -1) {
+          ::kill(pids[r], SIGKILL);
+          ::waitpid(pids[r], nullptr, 0);
+        }
+      ADD_FAILURE() << "ranks did not finish within 90 s";
+      return o;
+    }
+    if (left > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5)); // child poll
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    std::ifstream err(dir + "/" + std::to_string(r) + ".err");
+    std::stringstream ss;
+    ss << err.rdbuf();
+    o.stderrs.push_back(ss.str());
+    plan::RunReport report;
+    std::ifstream in(dir + "/" + std::to_string(r) + ".report", std::ios::binary);
+    if (in)
+      report.ParseFromIstream(&in);
+    o.reports.push_back(report);
+  }
+  fs::remove_all(dir);
+  return o;
+}
+
+Outcome runOk(const PlanBuilder &b) {
+  Outcome o = runRanks(b.serialize());
+  for (int r = 0; r < kRanks && r < int(o.exitCodes.size()); ++r)
+    EXPECT_EQ(o.exitCodes[r], 0) << "rank " << r << ": " << o.stderrs[r];
+  return o;
+}
+
+at::Tensor toTensor(const plan::TensorData &d) {
+  static const std::map<plan::DType, at::ScalarType> types{
+      {plan::FLOAT32, at::kFloat}, {plan::INT64, at::kLong}};
+  std::vector<int64_t> shape(d.shape().begin(), d.shape().end());
+  auto t = at::empty(shape, at::TensorOptions().dtype(types.at(d.dtype())));
+  std::memcpy(t.data_ptr(), d.data().data(), d.data().size());
+  return t;
+}
+
+const plan::FetchReply *reply(const Outcome &o, int rank, int64_t fetch) {
+  for (const auto &f : o.reports[rank].fetches())
+    if (f.instruction() == fetch)
+      return &f;
+  return nullptr;
+}
+
+at::Tensor value(const Outcome &o, int rank, int64_t fetch) {
+  const auto *f = reply(o, rank, fetch);
+  if (!f || !f->has_value()) {
+    ADD_FAILURE() << "rank " << rank << " fetch " << fetch << ": "
+                  << (f ? f->error().message() : "no reply");
+    return at::zeros({0});
+  }
+  return toTensor(f->value());
+}
+
+int failuresOf(const Outcome &o, int rank, int64_t instruction,
+               const std::string &contains = "") {
+  int n = 0;
+  for (const auto &f : o.reports[rank].failures())
+    if (f.instruction() == instruction) {
+      ++n;
+      EXPECT_NE(f.message().find(contains), std::string::npos) << f.message();
+    }
+  return n;
+}
+
+plan::Value constant(const at::Tensor &t) {
+  at::Tensor c = t.contiguous();
+  plan::DType dt = c.scalar_type() == at::kLong ? plan::INT64 : plan::FLOAT32;
+  return val::tensor(dt, c.sizes().vec(), c.data_ptr(),
+                     c.numel() * c.element_size());
+}
+
+int64_t lastId(const PlanBuilder &b) {
+  const auto &insts = b.program().instructions();
+  return insts.Get(insts.size() - 1).id();
+}
+
+// Per-rank input: X(r) = arange(6).view(2,3) + 10 r.
+at::Tensor X(int r) { return at::arange(6, at::kFloat).view({2, 3}) + 10.f * r; }
+int64_t makeX(PlanBuilder &b, int64_t mesh = 0) {
+  int64_t r = b.rank(mesh, {});
+  int64_t r10 = b.op(mesh, "aten::mul", "Scalar", {val::ref(r), val::scalar(10)});
+  return b.op(mesh, "aten::add", "Tensor",
+              {constant(at::arange(6, at::kFloat).view({2, 3})), val::ref(r10)});
+}
+
+// Communicators of the 2x2 mesh: over gpu {0,1},{2,3}; over host {0,2},{1,3}.
+std::vector<int> group(int rank, const std::string &dim) {
+  if (dim == "gpu")
+    return {rank / 2 * 2, rank / 2 * 2 + 1};
+  if (dim == "host")
+    return {rank % 2, rank % 2 + 2};
+  return {0, 1, 2, 3};
+}
+int indexIn(int rank, const std::string &dim) {
+  return dim == "gpu" ? rank % 2 : dim == "host" ? rank / 2 : rank;
+}
+
+TEST(Collectives, EveryReduceRowMatchesLocalTorch) {
+  PlanBuilder b({{"host", 2}, {"gpu", 2}});
+  auto m = meta(plan::FLOAT32, {2, 3});
+  int64_t x = makeX(b);
+  std::map<std::string, int64_t> f;
+  f["sum_gpu"] = b.fetch(0, b.reduce(0, x, m, {"gpu"}, plan::SUM));
+  f["avg_host"] = b.fetch(0, b.reduce(0, x, m, {"host"}, plan::AVG));
+  f["min_all"] = b.fetch(0, b.reduce(0, x, m, {}, plan::MIN));
+  f["max_all"] = b.fetch(0, b.reduce(0, x, m, {}, plan::MAX));
+  f["prod_all"] = b.fetch(0, b.reduce(0, x, m, {}, plan::PRODUCT));
+  f["sum_scatter_gpu"] = b.fetch(0, b.reduce(0, x, m, {"gpu"}, plan::SUM, true));
+  f["max_scatter_host"] =
+      b.fetch(0, b.reduce(0, x, m, {"host"}, plan::MAX, true));
+  f["stack_gpu"] = b.fetch(0, b.reduce(0, x, m, {"gpu"}, plan::STACK));
+  f["stack_scatter_host"] =
+      b.fetch(0, b.reduce(0, x, m, {"host"}, plan::STACK, true));
+  // In place.
+  int64_t x2 = b.op(0, "aten::clone", "", {val::ref(x)});
+  b.reduce(0, x2, m, {"host"}, plan::SUM);
+  b.program().mutable_instructions(lastId(b) - 1)->mutable_reduce()->set_in_place(true);
+  f["inplace_host"] = b.fetch(0, x2);
+  // out=.
+  int64_t o = b.op(0, "aten::zeros", "", {val::ints({2, 3})});
+  int64_t ro = b.reduce(0, x, m, {"gpu"}, plan::SUM);
+  b.program().mutable_instructions(lastId(b) - 1)->mutable_reduce()->set_out(o);
+  f["out"] = b.fetch(0, o);
+  f["out_result"] = b.fetch(0, ro);
+  // Integer reductions: avg truncates, product over gpu.
+  int64_t ri = b.rank(0, {});
+  auto mi = meta(plan::INT64, {});
+  f["avg_int"] = b.fetch(0, b.reduce(0, ri, mi, {}, plan::AVG));
+  int64_t ri1 = b.op(0, "aten::add", "Scalar", {val::ref(ri), val::scalarInt(1)});
+  f["prod_int_gpu"] = b.fetch(0, b.reduce(0, ri1, mi, {"gpu"}, plan::PRODUCT));
+
+  Outcome out = runOk(b);
+  ASSERT_EQ(out.reports.size(), size_t(kRanks));
+  for (int r = 0; r < kRanks; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(out.reports[r].failures_size(), 0)
+        << out.reports[r].failures(0).message();
+    auto sumOf = [&](const std::string &dim) {
+      at::Tensor s = at::zeros({2, 3});
+      for (int g : group(r, dim))
+        s += X(g);
+      return s;
+    };
+    at::Tensor all = at::stack({X(0), X(1), X(2), X(3)});
+    EXPECT_TRUE(at::equal(value(out, r, f["sum_gpu"]), sumOf("gpu")));
+    EXPECT_TRUE(at::allclose(value(out, r, f["avg_host"]), sumOf("host") / 2));
+    EXPECT_TRUE(at::equal(value(out, r, f["min_all"]), std::get<0>(all.min(0))));
+    EXPECT_TRUE(at::equal(value(out, r, f["max_all"]), std::get<0>(all.max(0))));
+    EXPECT_TRUE(at::allclose(value(out, r, f["prod_all"]), all.prod(0)));
+    EXPECT_TRUE(at::equal(value(out, r, f["sum_scatter_gpu"]),
+                          sumOf("gpu")[indexIn(r, "gpu")]));
+    at::Tensor hostMax = at::max(X(group(r, "host")[0]), X(group(r, "host")[1]));
+    EXPECT_TRUE(at::equal(value(out, r, f["max_scatter_host"]),
+                          hostMax[indexIn(r, "host")]));
+    auto g = group(r, "gpu");
+    EXPECT_TRUE(at::equal(value(out, r, f["stack_gpu"]),
+                          at::stack({X(g[0]), X(g[1])})));
+    auto h = group(r, "host");
+    int me = indexIn(r, "host");
+    EXPECT_TRUE(at::equal(value(out, r, f["stack_scatter_host"]),
+                          at::stack({X(h[0])[me], X(h[1])[me]})));
+    EXPECT_TRUE(at::equal(value(out, r, f["inplace_host"]), sumOf("host")));
+    EXPECT_TRUE(at::equal(value(out, r, f["out"]), sumOf("gpu")));
+    EXPECT_TRUE(at::equal(value(out, r, f["out_result"]), sumOf("gpu")));
+    EXPECT_EQ(value(out, r, f["avg_int"]).item<int64_t>(), (0 + 1 + 2 + 3) / 4);
+    EXPECT_EQ(value(out, r, f["prod_int_gpu"]).item<int64_t>(),
+              (g[0] + 1) * (g[1] + 1));
+  }
+}
+
+TEST(Collectives, ReduceErrorCasesFailEverywhereWithoutHanging) {
+  PlanBuilder b({{"host", 2}, {"gpu", 2}});
+  int64_t x = makeX(b);
+  auto m = meta(plan::FLOAT32, {2, 3});
+  std::vector<std::pair<int64_t, std::string>> cases;
+  b.reduce(0, x, m, {}, plan::STACK);
+  cases.emplace_back(lastId(b), "exactly one dim");
+  b.reduce(0, x, m, {"host", "gpu"}, plan::SUM, true);
+  cases.emplace_back(lastId(b), "exactly one dim");
+  int64_t y = b.op(0, "aten::ones", "", {val::ints({3, 3})});
+  b.reduce(0, y, meta(plan::FLOAT32, {3, 3}), {"gpu"}, plan::SUM, true);
+  cases.emplace_back(lastId(b), "shape[0] == 2");
+  // A rejected in-place reduce marks its (mutated) input as an error, like
+  // any failed in-place instruction: use a scratch copy.
+  int64_t scratch = b.op(0, "aten::clone", "", {val::ref(x)});
+  b.reduce(0, scratch, m, {"gpu"}, plan::SUM, true);
+  b.program().mutable_instructions(lastId(b) - 1)->mutable_reduce()->set_in_place(true);
+  cases.emplace_back(lastId(b), "only supported without scatter");
+  b.reduce(0, scratch, m, {"gpu"}, plan::STACK);
+  b.program().mutable_instructions(lastId(b) - 1)->mutable_reduce()->set_in_place(true);
+  cases.emplace_back(lastId(b), "in-place stack");
+  int64_t o = b.op(0, "aten::zeros", "", {val::ints({3})});
+  int64_t bad = b.reduce(0, x, m, {"gpu"}, plan::SUM);
+  b.program().mutable_instructions(lastId(b) - 1)->mutable_reduce()->set_out(o);
+  cases.emplace_back(lastId(b), "out= has dtype");
+  int64_t fbad = b.fetch(0, bad);
+  // Planned shape differs from the actual tensor on every rank.
+  b.reduce(0, x, meta(plan::FLOAT32, {6}), {"gpu"}, plan::SUM);
+  cases.emplace_back(lastId(b), "took part with zeros");
+  // Afterwards the communicators are still in step.
+  int64_t fine = b.fetch(0, b.reduce(0, x, m, {}, plan::SUM));
+  Outcome out = runOk(b);
+  ASSERT_EQ(out.reports.size(), size_t(kRanks));
+  for (int r = 0; r < kRanks; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    for (const auto &[id, text] : cases)
+      EXPECT_EQ(failuresOf(out, r, id, text), 1) << "instruction " << id;
+    EXPECT_EQ(out.reports[r].failures_size(), int(cases.size()));
+    const auto *e = reply(out, r, fbad);
+    ASSERT_TRUE(e && e->has_error());
+    EXPECT_EQ(value(out, r, fine).sum().item<float>(),
+              (X(0) + X(1) + X(2) + X(3)).sum().item<float>());
+  }
+}
+
+TEST(Collectives, ErroredInputTakesPartWithZeros) {
+  PlanBuilder b({{"host", 2}, {"gpu", 2}});
+  int64_t r = b.rank(0, {});
+  int64_t idx = b.op(0, "aten::reshape", "", {val::ref(r), val::ints({1})});
+  // Index 2 and 3 are out of range: ranks 2 and 3 fail here.
+  int64_t sel = b.op(0, "aten::index_select", "",
+                     {constant(at::tensor({5.f, 7.f})), val::i(0), val::ref(idx)});
+  int64_t selId = lastId(b);
+  int64_t red = b.reduce(0, sel, meta(plan::FLOAT32, {1}), {}, plan::SUM);
+  int64_t redId = lastId(b);
+  int64_t fred = b.fetch(0, red);
+  int64_t ones = b.op(0, "aten::ones", "", {val::ints({1})});
+  int64_t fafter = b.fetch(0, b.reduce(0, ones, meta(plan::FLOAT32, {1}), {},
+                                       plan::SUM));
+  Outcome out = runOk(b);
+  ASSERT_EQ(out.reports.size(), size_t(kRanks));
+  for (int k = 0; k < kRanks; ++k) {
+    SCOPED_TRACE("rank " + std::to_string(k));
+    EXPECT_EQ(failuresOf(out, k, redId), 0); // dependent: not reported again
+    if (k < 2) {
+      EXPECT_EQ(out.reports[k].failures_size(), 0);
+      EXPECT_EQ(value(out, k, fred).item<float>(), 12.f); // 5 + 7 + 0 + 0
+    } else {
+      EXPECT_EQ(failuresOf(out, k, selId, "out of range"), 1);
+      EXPECT_EQ(out.reports[k].failures_size(), 1);
+      const auto *e = reply(out, k, fred);
+      ASSERT_TRUE(e && e->has_error());
+      EXPECT_EQ(e->error().instruction(), selId);
+      EXPECT_EQ(e->error().rank(), k);
+    }
+    EXPECT_EQ(value(out, k, fafter).item<float>(), 4.f);
+  }
+}
+
+TEST(Collectives, ToMeshAcrossSlicesBroadcastAndCopySemantics) {
+  PlanBuilder b({{"host", 2}, {"gpu", 2}});
+  const auto &root = b.rootView();
+  int64_t stage0 = b.mesh(root.slice("host", 0).value());
+  int64_t stage1 = b.mesh(root.slice("host", 1).value());
+  auto m = meta(plan::FLOAT32, {2, 3});
+  // Pipeline: stage 0 computes, stage 1 receives.
+  int64_t x = makeX(b, stage0);
+  int64_t y = b.send(stage0, stage1, x, m);
+  b.op(stage0, "aten::add_", "Scalar", {val::ref(x), val::scalar(100)}, 0);
+  int64_t fy = b.fetch(stage1, y);
+  // Broadcast over the missing host dim: (h, g) gets stage 0's (0, g).
+  int64_t z = b.send(stage0, 0, x, m);
+  int64_t fz = b.fetch(0, z);
+  // Same-process copy (root -> root) is a copy too.
+  int64_t w = makeX(b);
+  int64_t w2 = b.send(0, 0, w, m);
+  b.op(0, "aten::mul_", "Scalar", {val::ref(w), val::scalar(0)}, 0);
+  int64_t fw2 = b.fetch(0, w2);
+  // Errored input on rank 1 only: rank 3 receives an error, nobody hangs.
+  int64_t g = b.rank(stage0, {"gpu"});
+  int64_t gi = b.op(stage0, "aten::reshape", "", {val::ref(g), val::ints({1})});
+  int64_t e = b.op(stage0, "aten::index_select", "",
+                   {constant(at::tensor({9.f})), val::i(0), val::ref(gi)});
+  int64_t eId = lastId(b);
+  int64_t ey = b.send(stage0, stage1, e, meta(plan::FLOAT32, {1}));
+  int64_t fey = b.fetch(stage1, ey);
+  // A source dim missing from the destination is an error on all members.
+  b.send(0, stage0, w, m);
+  int64_t badSend = lastId(b);
+  Outcome out = runOk(b);
+  ASSERT_EQ(out.reports.size(), size_t(kRanks));
+  for (int r = 0; r < kRanks; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    int h = r / 2, gpu = r % 2;
+    if (h == 1) {
+      EXPECT_TRUE(at::equal(value(out, r, fy), X(gpu)));
+      const auto *ef = reply(out, r, fey);
+      ASSERT_TRUE(ef);
+      if (gpu == 0) {
+        EXPECT_TRUE(ef->has_value());
+      } else {
+        ASSERT_TRUE(ef->has_error());
+        EXPECT_EQ(ef->error().instruction(), eId);
+        EXPECT_EQ(ef->error().rank(), 1);
+      }
+    }
+    // Sent after `x += 100` was queued? No: the send precedes it.
+    EXPECT_TRUE(at::equal(value(out, r, fz), X(gpu) + 100));
+    EXPECT_TRUE(at::equal(value(out, r, fw2), X(r)));
+    EXPECT_EQ(failuresOf(out, r, badSend, "source dim 'host' does not exist"),
+              1);
+    EXPECT_EQ(failuresOf(out, r, eId), r == 1 ? 1 : 0);
+  }
+}
+
+TEST(Collectives, FetchFromEveryCoordinate) {
+  PlanBuilder b({{"host", 2}, {"gpu", 2}});
+  int64_t x = makeX(b);
+  std::map<int, int64_t> fetches;
+  for (int h = 0; h < 2; ++h)
+    for (int g = 0; g < 2; ++g) {
+      auto point = b.rootView().slice("host", h).value().slice("gpu", g).value();
+      fetches[h * 2 + g] = b.fetch(b.mesh(point), x);
+    }
+  Outcome out = runOk(b);
+  ASSERT_EQ(out.reports.size(), size_t(kRanks));
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(out.reports[r].fetches_size(), 1) << "rank " << r;
+    EXPECT_TRUE(at::equal(value(out, r, fetches[r]), X(r)));
+  }
+}
+
+TEST(Collectives, DriverRefusesCorruptedAndFuturePlans) {
+  PlanBuilder b({{"host", 2}, {"gpu", 2}});
+  b.op(0, "aten::ones", "", {val::ints({1})});
+  std::string bytes = b.serialize();
+  Outcome corrupted = runRanks(bytes.substr(0, bytes.size() - 3));
+  b.program().set_version(kPlanVersion + 5);
+  Outcome future = runRanks(b.serialize());
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(corrupted.exitCodes[r], 2);
+    EXPECT_NE(corrupted.stderrs[r].find("corrupted plan"), std::string::npos)
+        << corrupted.stderrs[r];
+    EXPECT_EQ(future.exitCodes[r], 2);
+    EXPECT_NE(future.stderrs[r].find("is newer than this runtime supports"),
+              std::string::npos)
+        << future.stderrs[r];
+  }
+}
+
+} // namespace

@@ -1,0 +1,677 @@
+//===- ExecutorTest.cpp - The executor in one process ---------------------===//
+//
+// ATen calls by schema, errors and dependent errors, streams and the borrow
+// state machine, recordings, memory cap, registered functions and actor
+// calls. Expected values come from the same computation in local libtorch.
+//
+//===----------------------------------------------------------------------===//
+
+#include "monarch/tensor/Executor.h"
+#include "monarch/tensor/Functions.h"
+#include "monarch/tensor/Plan.h"
+#include "monarch/tensor/PlanBuilder.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+using namespace monarch::tensor;
+namespace plan = monarch::plan;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+namespace {
+
+at::Tensor toTensor(const plan::TensorData &d) {
+  static const std::map<plan::DType, at::ScalarType> types{
+      {plan::FLOAT32, at::kFloat}, {plan::FLOAT64, at::kDouble},
+      {plan::INT64, at::kLong},    {plan::INT32, at::kInt},
+      {plan::BOOL, at::kBool},     {plan::UINT8, at::kByte}};
+  std::vector<int64_t> shape(d.shape().begin(), d.shape().end());
+  auto t = at::empty(shape, at::TensorOptions().dtype(types.at(d.dtype())));
+  std::memcpy(t.data_ptr(), d.data().data(), d.data().size());
+  return t;
+}
+
+plan::Value constant(const at::Tensor &t) {
+  at::Tensor c = t.contiguous();
+  plan::DType dt = c.scalar_type() == at::kLong ? plan::INT64 : plan::FLOAT32;
+  return val::tensor(dt, c.sizes().vec(), c.data_ptr(),
+                     c.numel() * c.element_size());
+}
+
+/// An executor with callbacks collected for assertions.
+class Harness {
+public:
+  explicit Harness(ExecutorOptions options = {}) {
+    if (options.rootShape.empty())
+      options.rootShape = {{"x", 1}};
+    options.timeout = seconds(10);
+    ExecutorCallbacks cb;
+    cb.onFailure = [this](const plan::Failure &f) {
+      std::lock_guard<std::mutex> lock(mutex);
+      failures.push_back(f);
+    };
+    cb.onFetch = [this](const plan::FetchReply &r) {
+      std::lock_guard<std::mutex> lock(mutex);
+      fetches[r.instruction()] = r;
+    };
+    cb.onStatus = [this](int64_t id) {
+      std::lock_guard<std::mutex> lock(mutex);
+      statuses.push_back(id);
+      fetchOrderAtStatus = fetches.size();
+    };
+    executor = std::make_unique<Executor>(std::move(options), std::move(cb));
+  }
+
+  /// Loads (validating unless told not to) and runs a plan to completion.
+  void run(const PlanBuilder &b, bool validate = true) {
+    plan::Program program = b.program();
+    if (validate) {
+      auto loaded = loadPlan(b.serialize());
+      ASSERT_TRUE(loaded.ok()) << loaded.message();
+      program = loaded.value();
+    }
+    ASSERT_TRUE(executor->run(program).ok());
+    ASSERT_TRUE(executor->waitIdle(seconds(20)));
+  }
+
+  at::Tensor value(int64_t fetch) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = fetches.find(fetch);
+    if (it == fetches.end()) {
+      ADD_FAILURE() << "no reply for fetch " << fetch;
+      return at::Tensor();
+    }
+    if (!it->second.has_value()) {
+      ADD_FAILURE() << "fetch " << fetch
+                    << " is an error: " << it->second.error().message();
+      return at::Tensor();
+    }
+    return toTensor(it->second.value());
+  }
+
+  plan::Failure error(int64_t fetch) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = fetches.find(fetch);
+    if (it == fetches.end() || !it->second.has_error()) {
+      ADD_FAILURE() << "fetch " << fetch << " is not an error";
+      return {};
+    }
+    return it->second.error();
+  }
+
+  std::vector<plan::Failure> failuresFor(int64_t instruction) {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::vector<plan::Failure> out;
+    for (const auto &f : failures)
+      if (f.instruction() == instruction)
+        out.push_back(f);
+    return out;
+  }
+
+  /// The id of the instruction last appended to `b`.
+  static int64_t last(const PlanBuilder &b) {
+    const auto &insts = b.program().instructions();
+    return insts.Get(insts.size() - 1).id();
+  }
+
+  std::mutex mutex;
+  std::vector<plan::Failure> failures;
+  std::map<int64_t, plan::FetchReply> fetches;
+  std::vector<int64_t> statuses;
+  size_t fetchOrderAtStatus = 0;
+  std::unique_ptr<Executor> executor;
+};
+
+TEST(Executor, AtenOpsBySchemaWithScalarsListsAndOptionals) {
+  PlanBuilder b({{"x", 1}});
+  int64_t a = b.op(0, "aten::arange", "start", {val::i(0), val::i(6)}, 1, 0,
+                   {{"dtype", val::dtype(plan::FLOAT32)}});
+  int64_t m = b.op(0, "aten::reshape", "", {val::ref(a), val::ints({2, 3})});
+  int64_t s = b.op(0, "aten::add", "Tensor", {val::ref(m), val::ref(m)}, 1, 0,
+                   {{"alpha", val::scalarInt(2)}});
+  int64_t sum = b.op(0, "aten::sum", "dim_IntList",
+                     {val::ref(s), val::ints({1}), val::b(true)}, 1, 0,
+                     {{"dtype", val::none()}});
+  int64_t t = b.op(0, "aten::t", "", {val::ref(m)});
+  int64_t mm = b.op(0, "aten::matmul", "", {val::ref(m), val::ref(t)});
+  int64_t idx = b.op(0, "aten::index", "Tensor",
+                     {val::ref(m), val::list({val::none(),
+                                              constant(at::tensor(
+                                                  {int64_t(2), int64_t(0)}))})});
+  int64_t cat = b.op(0, "aten::cat", "", {val::refs({m, m}), val::i(0)});
+  int64_t split = b.op(0, "aten::split", "Tensor", {val::ref(m), val::i(1)}, 2);
+  int64_t full = b.op(0, "aten::full", "",
+                      {val::ints({2}), val::scalar(7.5)}, 1, 0,
+                      {{"dtype", val::dtype(plan::FLOAT64)},
+                       {"device", val::device("cpu")}});
+  std::map<std::string, int64_t> f;
+  for (auto [name, ref] : std::vector<std::pair<std::string, int64_t>>{
+           {"s", s}, {"sum", sum}, {"mm", mm}, {"idx", idx}, {"cat", cat},
+           {"split0", split}, {"split1", split + 1}, {"full", full}})
+    f[name] = b.fetch(0, ref);
+  Harness h;
+  h.run(b);
+  EXPECT_TRUE(h.failures.empty()) << h.failures.front().message();
+
+  at::Tensor M = at::arange(6, at::kFloat).reshape({2, 3});
+  EXPECT_TRUE(at::equal(h.value(f["s"]), M * 3));
+  EXPECT_TRUE(at::equal(h.value(f["sum"]), (M * 3).sum({1}, true)));
+  EXPECT_TRUE(at::allclose(h.value(f["mm"]), at::matmul(M, M.t())));
+  EXPECT_TRUE(at::equal(h.value(f["idx"]),
+                        M.index({at::indexing::Slice(), at::tensor({int64_t(2), int64_t(0)})})));
+  EXPECT_TRUE(at::equal(h.value(f["cat"]), at::cat({M, M}, 0)));
+  EXPECT_TRUE(at::equal(h.value(f["split0"]), M.split(1)[0]));
+  EXPECT_TRUE(at::equal(h.value(f["split1"]), M.split(1)[1]));
+  at::Tensor F = h.value(f["full"]);
+  EXPECT_EQ(F.scalar_type(), at::kDouble);
+  EXPECT_TRUE(at::equal(F, at::full({2}, 7.5, at::kDouble)));
+}
+
+TEST(Executor, OutVariantInPlaceOpsAndScalarResults) {
+  PlanBuilder b({{"x", 1}});
+  int64_t m = b.op(0, "aten::ones", "", {val::ints({2, 3})});
+  int64_t o = b.op(0, "aten::zeros", "", {val::ints({2, 3})});
+  int64_t r = b.op(0, "aten::add", "out", {val::ref(m), val::ref(m)}, 1, 0,
+                   {{"out", val::ref(o)}});
+  b.op(0, "aten::mul_", "Scalar", {val::ref(m), val::scalar(5)}, 0);
+  int64_t total = b.op(0, "aten::sum", "", {val::ref(r)});
+  int64_t item = b.op(0, "aten::item", "", {val::ref(total)}, 1);
+  int64_t fo = b.fetch(0, o), fr = b.fetch(0, r), fm = b.fetch(0, m),
+          fi = b.fetch(0, item);
+  Harness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.failures.front().message();
+  EXPECT_TRUE(at::equal(h.value(fo), at::full({2, 3}, 2.f)));
+  EXPECT_TRUE(at::equal(h.value(fr), at::full({2, 3}, 2.f)));
+  EXPECT_TRUE(at::equal(h.value(fm), at::full({2, 3}, 5.f)));
+  EXPECT_EQ(h.value(fi).item<double>(), 12.0);
+}
+
+TEST(Executor, FailureIsReportedOnceAndDependentsPointAtTheRoot) {
+  PlanBuilder b({{"x", 1}});
+  int64_t a = b.op(0, "aten::ones", "", {val::ints({2, 3})});
+  int64_t c = b.op(0, "aten::ones", "", {val::ints({4, 5})});
+  int64_t bad = b.op(0, "aten::mm", "", {val::ref(a), val::ref(c)});
+  int64_t badId = Harness::last(b);
+  b.program().mutable_instructions(badId - 1)->set_location("train.py:12");
+  int64_t dep = b.op(0, "aten::neg", "", {val::ref(bad)});
+  int64_t dep2 = b.op(0, "aten::add", "Tensor", {val::ref(dep), val::ref(a)});
+  int64_t ok = b.op(0, "aten::neg", "", {val::ref(a)});
+  int64_t fd = b.fetch(0, dep2), fo = b.fetch(0, ok);
+  Harness h;
+  h.run(b);
+  ASSERT_EQ(h.failures.size(), 1u);
+  const auto &f = h.failures.front();
+  EXPECT_EQ(f.instruction(), badId);
+  EXPECT_EQ(f.rank(), 0);
+  EXPECT_EQ(f.location(), "train.py:12");
+  EXPECT_NE(f.message().find("cannot be multiplied"), std::string::npos)
+      << f.message();
+  EXPECT_EQ(f.message().find("frame #"), std::string::npos); // no backtrace
+  plan::Failure e = h.error(fd);
+  EXPECT_EQ(e.instruction(), badId);
+  EXPECT_EQ(e.location(), "train.py:12");
+  EXPECT_TRUE(at::equal(h.value(fo), -at::ones({2, 3})));
+}
+
+TEST(Executor, FailedInPlaceOpMarksTheMutatedTensor) {
+  PlanBuilder b({{"x", 1}});
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({2, 3})});
+  int64_t y = b.op(0, "aten::ones", "", {val::ints({4})});
+  b.op(0, "aten::add_", "Tensor", {val::ref(x), val::ref(y)}, 0);
+  int64_t failing = Harness::last(b);
+  int64_t fx = b.fetch(0, x), fy = b.fetch(0, y);
+  Harness h;
+  h.run(b);
+  ASSERT_EQ(h.failuresFor(failing).size(), 1u);
+  EXPECT_EQ(h.error(fx).instruction(), failing);
+  EXPECT_TRUE(at::equal(h.value(fy), at::ones({4}))); // only read
+}
+
+TEST(Executor, BadCallsFailTheirInstructionOnly) {
+  PlanBuilder b({{"x", 1}});
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({2})});
+  int64_t r1 = b.op(0, "aten::no_such_op", "", {val::ref(x)});
+  int64_t i1 = Harness::last(b);
+  b.op(0, "aten::neg", "", {val::ref(x), val::ref(x)});
+  int64_t i2 = Harness::last(b);
+  b.op(0, "aten::neg", "", {val::ref(x)}, 1, 0, {{"bogus", val::i(1)}});
+  int64_t i3 = Harness::last(b);
+  b.op(0, "aten::add", "Tensor", {val::ref(x)});
+  int64_t i4 = Harness::last(b);
+  b.op(0, "aten::sum", "dim_IntList", {val::ref(x), val::s("zero")});
+  int64_t i5 = Harness::last(b);
+  int64_t fr = b.fetch(0, r1);
+  int64_t good = b.op(0, "aten::neg", "", {val::ref(x)});
+  int64_t fg = b.fetch(0, good);
+  Harness h;
+  h.run(b);
+  auto msg = [&](int64_t id) {
+    auto f = h.failuresFor(id);
+    return f.size() == 1 ? f[0].message() : std::string("<none>");
+  };
+  EXPECT_NE(msg(i1).find("unknown operator aten::no_such_op"), std::string::npos);
+  EXPECT_NE(msg(i2).find("takes 1 arguments but 2 were given"), std::string::npos);
+  EXPECT_NE(msg(i3).find("no argument 'bogus'"), std::string::npos);
+  EXPECT_NE(msg(i4).find("missing argument 'other'"), std::string::npos);
+  EXPECT_NE(msg(i5).find("argument 'dim'"), std::string::npos) << msg(i5);
+  EXPECT_EQ(h.error(fr).instruction(), i1);
+  EXPECT_TRUE(at::equal(h.value(fg), -at::ones({2})));
+  EXPECT_EQ(h.failures.size(), 5u);
+}
+
+TEST(Executor, CudaDeviceMapsToCpuWithoutAGpu) {
+  PlanBuilder b({{"x", 1}});
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({3})}, 1, 0,
+                   {{"device", val::device("cuda:0")}});
+  int64_t y = b.op(0, "aten::full", "", {val::ints({2}), val::scalar(2)}, 1, 0,
+                   {{"device", val::device("cuda")}});
+  int64_t fx = b.fetch(0, x), fy = b.fetch(0, y);
+  Harness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.failures.front().message();
+  EXPECT_TRUE(at::equal(h.value(fx), at::ones({3})));
+  EXPECT_TRUE(at::equal(h.value(fy), at::full({2}, 2.f)));
+}
+
+TEST(Executor, MemoryCapFailsOnlyTheAllocationPastIt) {
+  ExecutorOptions o;
+  o.memoryCapBytes = 1 << 20; // 1 MiB
+  // A program probing sizes: 2^k floats for k = 10..20.
+  PlanBuilder b({{"x", 1}});
+  std::map<int, int64_t> fetchOf, instOf;
+  for (int k = 10; k <= 20; ++k) {
+    int64_t t = b.op(0, "aten::zeros", "", {val::ints({int64_t(1) << k})});
+    instOf[k] = Harness::last(b);
+    fetchOf[k] = b.fetch(0, t);
+    b.deleteRefs(0, {t});
+  }
+  Harness h(o);
+  h.run(b);
+  for (int k = 10; k <= 20; ++k) {
+    bool fits = (int64_t(4) << k) <= (1 << 20) - (64 << 10); // leave slack
+    bool over = (int64_t(4) << k) > (1 << 20);
+    auto failures = h.failuresFor(instOf[k]);
+    if (fits) {
+      EXPECT_TRUE(failures.empty()) << "2^" << k << " floats";
+      EXPECT_EQ(h.value(fetchOf[k]).numel(), int64_t(1) << k);
+    }
+    if (over) {
+      ASSERT_EQ(failures.size(), 1u) << "2^" << k << " floats";
+      EXPECT_NE(failures[0].message().find("memory cap exceeded"),
+                std::string::npos);
+    }
+  }
+}
+
+TEST(Executor, RankCoordinatesAndMeshMembership) {
+  ExecutorOptions o;
+  o.rootShape = {{"host", 2}, {"gpu", 2}};
+  o.rank = 2; // host=1, gpu=0
+  PlanBuilder b({{"host", 2}, {"gpu", 2}});
+  int64_t host0 = b.mesh(b.rootView().slice("host", 0).value());
+  int64_t g = b.rank(0, {"gpu"}), hr = b.rank(0, {"host"});
+  int64_t hg = b.rank(0, {"host", "gpu"}), gh = b.rank(0, {"gpu", "host"});
+  int64_t fg = b.fetch(0, g), fh = b.fetch(0, hr), fhg = b.fetch(0, hg),
+          fgh = b.fetch(0, gh);
+  int64_t other = b.op(host0, "aten::ones", "", {val::ints({1})});
+  int64_t fother = b.fetch(host0, other);
+  Harness h(o);
+  h.run(b);
+  EXPECT_TRUE(h.failures.empty());
+  EXPECT_EQ(h.value(fg).item<int64_t>(), 0);
+  EXPECT_EQ(h.value(fh).item<int64_t>(), 1);
+  EXPECT_EQ(h.value(fhg).item<int64_t>(), 2);
+  EXPECT_EQ(h.value(fgh).item<int64_t>(), 1);
+  EXPECT_EQ(h.value(fg).scalar_type(), at::kLong);
+  EXPECT_EQ(h.fetches.count(fother), 0u); // rank 2 is not in host=0
+}
+
+// --- streams and borrows -----------------------------------------------------
+
+std::mutex flagMutex;
+std::condition_variable flagCv;
+bool flag = false;
+
+RegisterFunction waitFlag("test.wait_flag", [](const auto &) {
+  std::unique_lock<std::mutex> lock(flagMutex);
+  if (!flagCv.wait_for(lock, seconds(5), [] { return flag; }))
+    throw std::runtime_error("flag never set: streams did not run concurrently");
+  return std::vector<at::Tensor>{at::ones({1})};
+});
+RegisterFunction setFlag("test.set_flag", [](const auto &) {
+  {
+    std::lock_guard<std::mutex> lock(flagMutex);
+    flag = true;
+  }
+  flagCv.notify_all();
+  return std::vector<at::Tensor>{};
+});
+RegisterFunction slowFill("test.slow_fill", [](const std::vector<c10::IValue> &a) {
+  std::this_thread::sleep_for(milliseconds(50)); // widen the race window
+  a.at(0).toTensor().fill_(a.at(1).toDouble());
+  return std::vector<at::Tensor>{};
+});
+
+plan::Instruction &callFn(PlanBuilder &b, int64_t stream, const std::string &name,
+                          std::vector<plan::Value> args = {},
+                          std::vector<int64_t> results = {}) {
+  auto &inst = b.add(0, stream);
+  auto *c = inst.mutable_call_function();
+  c->set_name(name);
+  for (auto &a : args)
+    *c->add_args() = a;
+  for (int64_t r : results)
+    c->add_results(r);
+  return inst;
+}
+
+TEST(Streams, DifferentStreamsRunConcurrently) {
+  PlanBuilder b({{"x", 1}});
+  int64_t s1 = b.stream("side");
+  int64_t r = b.ref();
+  callFn(b, s1, "test.wait_flag", {}, {r}); // blocks stream "side"
+  callFn(b, 0, "test.set_flag");            // queued later, other stream
+  int64_t fr = b.fetch(0, r, s1);
+  Harness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.failures.front().message();
+  EXPECT_TRUE(at::equal(h.value(fr), at::ones({1})));
+}
+
+TEST(Streams, UsingATensorOnAnotherStreamIsWrongStream) {
+  PlanBuilder b({{"x", 1}});
+  int64_t s1 = b.stream("side");
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({2})});
+  int64_t y = b.op(0, "aten::neg", "", {val::ref(x)}, 1, s1);
+  int64_t bad = Harness::last(b);
+  int64_t fy = b.fetch(0, y, s1);
+  Harness h;
+  h.run(b);
+  auto f = h.failuresFor(bad);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_NE(f[0].message().find("WRONG_STREAM: ref " + std::to_string(x) +
+                                " belongs to stream 'default' but is used on "
+                                "stream 'side'"),
+            std::string::npos)
+      << f[0].message();
+  EXPECT_EQ(h.error(fy).instruction(), bad);
+}
+
+struct BorrowIds {
+  int64_t borrow, result;
+};
+BorrowIds borrow(PlanBuilder &b, int64_t id, int64_t input, int64_t from,
+                 int64_t to, bool isMutable) {
+  auto *bc = b.add(0, to).mutable_borrow_create();
+  bc->set_borrow(id);
+  bc->set_input(input);
+  bc->set_from_stream(from);
+  bc->set_mutable_(isMutable);
+  int64_t r = b.ref();
+  bc->set_result(r);
+  return {id, r};
+}
+int64_t drop(PlanBuilder &b, int64_t id, int64_t stream) {
+  auto &inst = b.add(0, stream, "model.py:40");
+  inst.mutable_borrow_drop()->set_borrow(id);
+  return inst.id();
+}
+
+TEST(Borrows, ReadOnlyBorrowStateMachine) {
+  PlanBuilder b({{"x", 1}});
+  int64_t s1 = b.stream("comm");
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({2})});
+  auto br = borrow(b, 1, x, 0, s1, false);
+  {
+    auto &fu = b.add(0, s1);
+    fu.mutable_borrow_first_use()->set_borrow(1);
+  }
+  int64_t y = b.op(0, "aten::mul", "Scalar", {val::ref(br.result), val::scalar(3)},
+                   1, s1); // read on the receiver: fine
+  int64_t fy = b.fetch(0, y, s1);
+  int64_t z = b.op(0, "aten::neg", "", {val::ref(x)}); // origin reads: fine
+  int64_t fz = b.fetch(0, z);
+  b.op(0, "aten::add_", "Scalar", {val::ref(br.result), val::scalar(1)}, 0, s1);
+  int64_t mutBorrowed = Harness::last(b);
+  b.op(0, "aten::add_", "Scalar", {val::ref(x), val::scalar(1)}, 0, 0);
+  int64_t mutOrigin = Harness::last(b);
+  {
+    auto &lu = b.add(0, s1);
+    lu.mutable_borrow_last_use()->set_borrow(1);
+  }
+  int64_t dropId = drop(b, 1, 0);
+  b.op(0, "aten::neg", "", {val::ref(br.result)}, 1, s1);
+  int64_t afterDrop = Harness::last(b);
+  b.op(0, "aten::add_", "Scalar", {val::ref(x), val::scalar(10)}, 0, 0);
+  int64_t fx = b.fetch(0, x);
+  Harness h;
+  h.run(b);
+  EXPECT_TRUE(at::equal(h.value(fy), at::full({2}, 3.f)));
+  EXPECT_TRUE(at::equal(h.value(fz), -at::ones({2})));
+  auto m1 = h.failuresFor(mutBorrowed), m2 = h.failuresFor(mutOrigin),
+       m3 = h.failuresFor(afterDrop);
+  ASSERT_EQ(m1.size(), 1u);
+  EXPECT_NE(m1[0].message().find("read-only borrow"), std::string::npos);
+  ASSERT_EQ(m2.size(), 1u);
+  EXPECT_NE(m2[0].message().find("would be mutated while it is borrowed "
+                                 "read-only"),
+            std::string::npos);
+  ASSERT_EQ(m3.size(), 1u);
+  EXPECT_NE(m3[0].message().find("DROPPED: ref " + std::to_string(br.result) +
+                                 " was borrow 1, dropped by instruction " +
+                                 std::to_string(dropId) + " at model.py:40"),
+            std::string::npos)
+      << m3[0].message();
+  // After the drop the origin may mutate again (and the failed add_ did not).
+  EXPECT_TRUE(at::equal(h.value(fx), at::full({2}, 11.f)));
+  EXPECT_EQ(h.failures.size(), 3u);
+}
+
+TEST(Borrows, MutableBorrowTakesAllAccessUntilDrop) {
+  PlanBuilder b({{"x", 1}});
+  int64_t s1 = b.stream("comm");
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({2})});
+  auto br = borrow(b, 7, x, 0, s1, true);
+  b.op(0, "aten::mul_", "Scalar", {val::ref(br.result), val::scalar(4)}, 0, s1);
+  b.op(0, "aten::neg", "", {val::ref(x)}); // origin while borrowed
+  int64_t originUse = Harness::last(b);
+  // A read-only borrow cannot then be borrowed mutably; nor can x twice.
+  auto again = borrow(b, 8, x, 0, s1, true);
+  int64_t againId = Harness::last(b);
+  (void)again;
+  drop(b, 7, 0);
+  int64_t fx = b.fetch(0, x);
+  auto ro = borrow(b, 9, x, 0, s1, false);
+  (void)ro;
+  auto mutOfRo = borrow(b, 10, x, 0, s1, true);
+  int64_t mutOfRoId = Harness::last(b);
+  (void)mutOfRo;
+  Harness h;
+  h.run(b);
+  auto f1 = h.failuresFor(originUse), f2 = h.failuresFor(againId),
+       f3 = h.failuresFor(mutOfRoId);
+  ASSERT_EQ(f1.size(), 1u);
+  EXPECT_NE(f1[0].message().find("BORROWED: ref " + std::to_string(x) +
+                                 " is mutably borrowed by borrow 7"),
+            std::string::npos)
+      << f1[0].message();
+  ASSERT_EQ(f2.size(), 1u);
+  EXPECT_NE(f2[0].message().find("BORROWED"), std::string::npos);
+  ASSERT_EQ(f3.size(), 1u);
+  EXPECT_NE(f3[0].message().find("mutably: it is borrowed read-only (borrow 9)"),
+            std::string::npos)
+      << f3[0].message();
+  // The receiver's in-place change is visible to the origin after the drop.
+  EXPECT_TRUE(at::equal(h.value(fx), at::full({2}, 4.f)));
+}
+
+TEST(Borrows, FirstUseWaitsForTheOriginStream) {
+  PlanBuilder b({{"x", 1}});
+  int64_t s1 = b.stream("comm");
+  int64_t x = b.op(0, "aten::zeros", "", {val::ints({2})});
+  callFn(b, 0, "test.slow_fill", {val::ref(x), val::f(7)});
+  auto br = borrow(b, 1, x, 0, s1, false);
+  int64_t fb = b.fetch(0, br.result, s1); // implicit first use
+  drop(b, 1, 0);
+  Harness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.failures.front().message();
+  EXPECT_TRUE(at::equal(h.value(fb), at::full({2}, 7.f)));
+}
+
+TEST(Borrows, StepsOnUnknownOrDroppedBorrowsFail) {
+  PlanBuilder b({{"x", 1}});
+  int64_t s1 = b.stream("comm");
+  int64_t x = b.op(0, "aten::zeros", "", {val::ints({2})});
+  int64_t unknown = drop(b, 99, 0);
+  borrow(b, 1, x, 0, s1, false);
+  drop(b, 1, 0);
+  int64_t twice = drop(b, 1, 0);
+  auto same = borrow(b, 2, x, 0, 0, false);
+  (void)same;
+  int64_t sameId = Harness::last(b);
+  Harness h;
+  h.run(b);
+  ASSERT_EQ(h.failuresFor(unknown).size(), 1u);
+  EXPECT_NE(h.failuresFor(unknown)[0].message().find("unknown borrow 99"),
+            std::string::npos);
+  ASSERT_EQ(h.failuresFor(twice).size(), 1u);
+  EXPECT_NE(h.failuresFor(twice)[0].message().find("already dropped"),
+            std::string::npos);
+  ASSERT_EQ(h.failuresFor(sameId).size(), 1u);
+  EXPECT_EQ(h.failures.size(), 3u);
+}
+
+// --- recordings, fetch/status, delete, functions, actors --------------------
+
+TEST(Recordings, DefinedOnceCalledWithDifferentActuals) {
+  PlanBuilder b({{"x", 1}});
+  // rec(a, b) = a * b + a
+  {
+    auto &def = b.add(0);
+    auto *rec = def.mutable_define_recording()->mutable_recording();
+    rec->set_id(1);
+    rec->add_formals(1000);
+    rec->add_formals(1001);
+    rec->add_results(1003);
+    auto *mul = rec->add_body();
+    mul->set_id(500);
+    auto *m = mul->mutable_call_op();
+    m->set_name("aten::mul");
+    m->set_overload("Tensor");
+    *m->add_args() = val::ref(1000);
+    *m->add_args() = val::ref(1001);
+    m->add_results(1002);
+    auto *add = rec->add_body();
+    add->set_id(501);
+    auto *a = add->mutable_call_op();
+    a->set_name("aten::add");
+    a->set_overload("Tensor");
+    *a->add_args() = val::ref(1002);
+    *a->add_args() = val::ref(1000);
+    a->add_results(1003);
+  }
+  at::Tensor X = at::arange(4, at::kFloat), Y = at::full({4}, 3.f);
+  int64_t x = b.op(0, "aten::clone", "", {constant(X)});
+  int64_t y = b.op(0, "aten::clone", "", {constant(Y)});
+  std::vector<int64_t> results;
+  for (auto [p, q] : std::vector<std::pair<int64_t, int64_t>>{{x, y}, {y, x}}) {
+    auto *call = b.add(0).mutable_call_recording();
+    call->set_recording(1);
+    call->add_actuals(p);
+    call->add_actuals(q);
+    results.push_back(b.ref());
+    call->add_results(results.back());
+  }
+  int64_t f1 = b.fetch(0, results[0]), f2 = b.fetch(0, results[1]);
+  Harness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.failures.front().message();
+  EXPECT_TRUE(at::equal(h.value(f1), X * Y + X));
+  EXPECT_TRUE(at::equal(h.value(f2), Y * X + Y));
+  // x, y and the two results; the body's temporary was freed after each call.
+  EXPECT_EQ(h.executor->liveRefs(), 4u);
+}
+
+TEST(Executor, StatusRepliesAfterEarlierWorkAndDeleteFrees) {
+  PlanBuilder b({{"x", 1}});
+  int64_t s1 = b.stream("side");
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({2})});
+  int64_t y = b.op(0, "aten::ones", "", {val::ints({2})}, 1, s1);
+  b.fetch(0, x);
+  b.fetch(0, y, s1);
+  int64_t st = b.status(0);
+  b.deleteRefs(0, {x});
+  b.deleteRefs(0, {y}, s1);
+  Harness h;
+  h.run(b);
+  ASSERT_EQ(h.statuses, std::vector<int64_t>{st});
+  EXPECT_EQ(h.fetchOrderAtStatus, 2u);
+  EXPECT_EQ(h.executor->liveRefs(), 0u);
+  // Eager use of a deleted ref fails cleanly.
+  PlanBuilder c({{"x", 1}});
+  c.op(0, "aten::neg", "", {val::ref(x)});
+  h.run(c, /*validate=*/false);
+  ASSERT_EQ(h.failures.size(), 1u);
+  EXPECT_NE(h.failures[0].message().find("is not defined"), std::string::npos);
+}
+
+RegisterFunction twice("test.twice", [](const std::vector<c10::IValue> &a) {
+  return std::vector<at::Tensor>{a.at(0).toTensor() * a.at(1).toInt()};
+});
+
+class Doubler : public ActorBridge {
+public:
+  std::vector<at::Tensor> call(const std::string &actor,
+                               const std::string &endpoint,
+                               const std::vector<c10::IValue> &args) override {
+    calls.push_back(actor + "." + endpoint);
+    return {args.at(0).toTensor() * 2};
+  }
+  std::vector<std::string> calls;
+};
+
+TEST(Executor, RegisteredFunctionsAndActorEndpoints) {
+  PlanBuilder b({{"x", 1}});
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({2})});
+  int64_t r = b.ref();
+  callFn(b, 0, "test.twice", {val::ref(x), val::i(5)}, {r});
+  int64_t missing = b.ref();
+  int64_t missingId = callFn(b, 0, "test.nope", {}, {missing}).id();
+  int64_t a = b.ref();
+  {
+    auto *c = b.add(0).mutable_call_actor();
+    c->set_actor("trainer");
+    c->set_endpoint("step");
+    *c->add_args() = val::ref(x);
+    c->add_results(a);
+  }
+  int64_t fr = b.fetch(0, r), fa = b.fetch(0, a), fm = b.fetch(0, missing);
+  auto bridge = std::make_shared<Doubler>();
+  ExecutorOptions o;
+  o.actors = bridge;
+  Harness h(o);
+  h.run(b);
+  EXPECT_TRUE(at::equal(h.value(fr), at::full({2}, 5.f)));
+  EXPECT_TRUE(at::equal(h.value(fa), at::full({2}, 2.f)));
+  EXPECT_EQ(bridge->calls, std::vector<std::string>{"trainer.step"});
+  EXPECT_EQ(h.error(fm).instruction(), missingId);
+  ASSERT_EQ(h.failures.size(), 1u);
+  EXPECT_NE(h.failures[0].message().find("no function registered as "
+                                         "'test.nope'"),
+            std::string::npos);
+  // Without a bridge, an actor call fails as an instruction.
+  Harness none;
+  none.run(b);
+  EXPECT_EQ(none.failures.size(), 2u);
+}
+
+} // namespace

@@ -1,0 +1,276 @@
+//===- PlanTest.cpp - Plan loading, validation and the Gloo backend -------===//
+
+#include "monarch/tensor/Collectives.h"
+#include "monarch/tensor/Plan.h"
+#include "monarch/tensor/PlanBuilder.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <future>
+#include <numeric>
+#include <thread>
+
+using namespace monarch::tensor;
+namespace plan = monarch::plan;
+namespace fs = std::filesystem;
+
+namespace {
+
+PlanBuilder smallPlan() {
+  PlanBuilder b({{"host", 2}, {"gpu", 2}});
+  int64_t x = b.op(b.root(), "aten::ones", "", {val::ints({2, 2})});
+  int64_t y = b.op(b.root(), "aten::add", "Tensor", {val::ref(x), val::ref(x)});
+  b.fetch(b.root(), y);
+  return b;
+}
+
+std::string tempDir(const std::string &name) {
+  fs::path p = fs::temp_directory_path() /
+               (name + "-" + std::to_string(::getpid()) + "-" +
+                std::to_string(std::rand()));
+  fs::create_directories(p);
+  return p.string();
+}
+
+TEST(Plan, RoundTripsAndValidates) {
+  PlanBuilder b = smallPlan();
+  auto loaded = loadPlan(b.serialize());
+  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  EXPECT_EQ(loaded->instructions_size(), 3);
+  EXPECT_EQ(loaded->version(), kPlanVersion);
+}
+
+TEST(Plan, CorruptedBytesAreRefused) {
+  std::string bytes = smallPlan().serialize();
+  // Truncation in the middle of a length-delimited field.
+  auto truncated = loadPlan(bytes.substr(0, bytes.size() / 2));
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_NE(truncated.message().find("corrupted plan"), std::string::npos)
+      << truncated.message();
+  auto garbage = loadPlan(std::string("\xff\xff\xff\xff garbage", 12));
+  ASSERT_FALSE(garbage.ok());
+}
+
+TEST(Plan, BadMagicIsRefused) {
+  PlanBuilder b = smallPlan();
+  b.program().set_magic(0x1234);
+  auto loaded = loadPlan(b.serialize());
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.message().find("not a monarch plan"), std::string::npos);
+}
+
+TEST(Plan, FutureVersionIsRefusedWithAClearMessage) {
+  PlanBuilder b = smallPlan();
+  b.program().set_version(kPlanVersion + 1);
+  auto loaded = loadPlan(b.serialize());
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.message().find("version " + std::to_string(kPlanVersion + 1) +
+                                  " is newer than this runtime supports"),
+            std::string::npos)
+      << loaded.message();
+}
+
+TEST(Plan, RefUsedBeforeDefinitionIsRefused) {
+  PlanBuilder b({{"x", 2}});
+  b.op(b.root(), "aten::neg", "", {val::ref(42)});
+  auto s = validatePlan(b.program());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("ref 42 used before it is defined"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(Plan, DeletedRefCannotBeUsed) {
+  PlanBuilder b({{"x", 2}});
+  int64_t t = b.op(b.root(), "aten::ones", "", {val::ints({1})});
+  b.deleteRefs(b.root(), {t});
+  b.fetch(b.root(), t);
+  auto s = validatePlan(b.program());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("used before it is defined"), std::string::npos);
+}
+
+TEST(Plan, UnknownMeshStreamAndDimAreRefused) {
+  {
+    PlanBuilder b({{"x", 2}});
+    b.add(7).mutable_request_status();
+    auto s = validatePlan(b.program());
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("unknown mesh 7"), std::string::npos);
+  }
+  {
+    PlanBuilder b({{"x", 2}});
+    b.add(0, 3).mutable_request_status();
+    auto s = validatePlan(b.program());
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("unknown stream 3"), std::string::npos);
+  }
+  {
+    PlanBuilder b({{"x", 2}});
+    b.rank(b.root(), {"y"});
+    auto s = validatePlan(b.program());
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("unknown dim 'y'"), std::string::npos);
+  }
+}
+
+TEST(Plan, MeshOutsideRootIsRefused) {
+  PlanBuilder b({{"x", 2}});
+  auto *m = b.program().add_meshes();
+  m->set_id(1);
+  m->set_offset(1);
+  auto *d = m->add_dims();
+  d->set_name("x");
+  d->set_size(2);
+  d->set_stride(1);
+  auto s = validatePlan(b.program());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("outside the root mesh"), std::string::npos);
+}
+
+TEST(Plan, ReduceNeedsMetaAndKnownDims) {
+  PlanBuilder b({{"x", 2}});
+  int64_t t = b.op(b.root(), "aten::ones", "", {val::ints({2})});
+  b.reduce(b.root(), t, plan::TensorMeta(), {"x"}, plan::SUM);
+  EXPECT_FALSE(validatePlan(b.program()).ok());
+  PlanBuilder c({{"x", 2}});
+  int64_t u = c.op(c.root(), "aten::ones", "", {val::ints({2})});
+  c.reduce(c.root(), u, meta(plan::FLOAT32, {2}), {"nope"}, plan::SUM);
+  auto s = validatePlan(c.program());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("nope"), std::string::npos);
+}
+
+TEST(Plan, RecordingsAreCheckedAgainstTheirCalls) {
+  PlanBuilder b({{"x", 1}});
+  auto &def = b.add(0);
+  auto *rec = def.mutable_define_recording()->mutable_recording();
+  rec->set_id(1);
+  rec->add_formals(100);
+  rec->add_results(101);
+  auto *body = rec->add_body();
+  body->set_id(1000);
+  auto *call = body->mutable_call_op();
+  call->set_name("aten::neg");
+  *call->add_args() = val::ref(100);
+  call->add_results(101);
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({1})});
+  auto *c = b.add(0).mutable_call_recording();
+  c->set_recording(1);
+  c->add_actuals(x);
+  c->add_results(b.ref());
+  ASSERT_TRUE(validatePlan(b.program()).ok())
+      << validatePlan(b.program()).message();
+  c->add_actuals(x); // wrong arity
+  auto s = validatePlan(b.program());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("takes 1 actuals"), std::string::npos);
+}
+
+TEST(Plan, MapRefsRenamesEveryRef) {
+  PlanBuilder b({{"x", 1}});
+  int64_t x = b.op(0, "aten::cat", "",
+                   {val::refs({1, 2}), val::i(0)}, 1, 0,
+                   {{"out", val::optional(val::ref(3))}});
+  (void)x;
+  plan::Instruction inst = b.program().instructions(0);
+  mapRefs(inst, [](int64_t r) { return r + 1000; });
+  std::vector<int64_t> seen;
+  visitRefs(inst, [&](int64_t r, RefRole) { seen.push_back(r); });
+  std::sort(seen.begin(), seen.end());
+  EXPECT_EQ(seen, (std::vector<int64_t>{1001, 1001, 1002, 1003}));
+}
+
+TEST(FileStore, SetGetAndTimeout) {
+  FileStore store(tempDir("store"));
+  ASSERT_TRUE(store.set("a/b:c", {'x', 'y'}).ok());
+  auto v = store.get("a/b:c", std::chrono::milliseconds(100));
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v.value(), (std::vector<char>{'x', 'y'}));
+  // Keys that escape to the same file name stay distinct.
+  auto missing = store.get("a_b_c", std::chrono::milliseconds(30));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.message().find("timed out"), std::string::npos);
+}
+
+/// Runs `fn(rank, communicator)` on `n` threads, each with its own backend
+/// (as separate processes would), all rendezvousing in one directory.
+template <typename Fn> void onRanks(int n, Fn fn) {
+  std::string dir = tempDir("gloo");
+  std::vector<std::future<void>> done;
+  for (int r = 0; r < n; ++r)
+    done.push_back(std::async(std::launch::async, [=] {
+      GlooOptions o;
+      o.timeout = std::chrono::seconds(20);
+      auto backend = makeGlooBackend(std::make_shared<FileStore>(dir), o);
+      std::vector<int64_t> ranks(n);
+      std::iota(ranks.begin(), ranks.end(), 0);
+      auto comm = backend->connect("test", ranks, r);
+      ASSERT_TRUE(comm.ok()) << comm.message();
+      fn(r, *comm.value());
+    }));
+  for (auto &f : done)
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+}
+
+TEST(Gloo, AllreduceKindsAndDtypes) {
+  onRanks(3, [](int r, Communicator &c) {
+    std::vector<float> f{float(r + 1), float(-r)};
+    ASSERT_TRUE(c.allreduce({f.data(), 2, plan::FLOAT32}, ReduceKind::Sum).ok());
+    EXPECT_EQ(f, (std::vector<float>{6, -3}));
+    std::vector<int64_t> i{r + 2};
+    ASSERT_TRUE(c.allreduce({i.data(), 1, plan::INT64}, ReduceKind::Product).ok());
+    EXPECT_EQ(i[0], 2 * 3 * 4);
+    std::vector<double> m{double(r)};
+    ASSERT_TRUE(c.allreduce({m.data(), 1, plan::FLOAT64}, ReduceKind::Max).ok());
+    EXPECT_EQ(m[0], 2.0);
+    std::vector<int32_t> mn{10 - r};
+    ASSERT_TRUE(c.allreduce({mn.data(), 1, plan::INT32}, ReduceKind::Min).ok());
+    EXPECT_EQ(mn[0], 8);
+    std::vector<uint8_t> b{1};
+    auto bad = c.allreduce({b.data(), 1, plan::BOOL}, ReduceKind::Sum);
+    EXPECT_FALSE(bad.ok());
+  });
+}
+
+TEST(Gloo, GatherScatterAlltoallAndPointToPoint) {
+  onRanks(2, [](int r, Communicator &c) {
+    std::vector<int32_t> in{r * 10, r * 10 + 1};
+    std::vector<int32_t> out(4);
+    ASSERT_TRUE(c.allgather({in.data(), 2, plan::INT32},
+                            {out.data(), 4, plan::INT32})
+                    .ok());
+    EXPECT_EQ(out, (std::vector<int32_t>{0, 1, 10, 11}));
+    std::vector<int32_t> a2a(2);
+    ASSERT_TRUE(c.alltoall({in.data(), 2, plan::INT32},
+                           {a2a.data(), 2, plan::INT32})
+                    .ok());
+    EXPECT_EQ(a2a, (std::vector<int32_t>{r, 10 + r}));
+    std::vector<float> rs{1.f + r, 2.f + r};
+    std::vector<float> mine(1);
+    ASSERT_TRUE(c.reduceScatter({rs.data(), 2, plan::FLOAT32},
+                                {mine.data(), 1, plan::FLOAT32}, ReduceKind::Sum)
+                    .ok());
+    EXPECT_EQ(mine[0], r == 0 ? 3.f : 5.f);
+    // Both ranks send and receive at once: must not deadlock.
+    std::vector<int64_t> mineV{r + 100}, theirs{0};
+    ASSERT_TRUE(c.sendRecv({{{mineV.data(), 1, plan::INT64}, 1 - r}},
+                           {{{theirs.data(), 1, plan::INT64}, 1 - r}}, 7)
+                    .ok());
+    EXPECT_EQ(theirs[0], 1 - r + 100);
+  });
+}
+
+TEST(Nccl, SkipsWithoutAGpu) {
+  if (!ncclAvailable())
+    GTEST_SKIP() << "no CUDA device (or built without NCCL): the NCCL backend "
+                    "runs on the GPU machine only";
+  EXPECT_NE(makeNcclBackend(std::make_shared<FileStore>(tempDir("nccl")),
+                            std::chrono::seconds(10)),
+            nullptr);
+}
+
+} // namespace
