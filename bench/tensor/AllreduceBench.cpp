@@ -35,7 +35,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::vector<size_t> kSizes{4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20};
+const std::vector<size_t> kSizes{4 << 10, 64 << 10, 1 << 20, 16 << 20,
+                                 64 << 20};
 
 int runRank(int rank, int ranks, int iters, const std::string &store,
             const std::string &out) {
@@ -146,13 +147,15 @@ int main(int argc, char **argv) {
   for (size_t s : kSizes)
     cmd += " " + std::to_string(s);
   if (std::system(cmd.c_str()) != 0) {
-    std::fprintf(stderr, "torch.distributed baseline failed: %s\n", cmd.c_str());
+    std::fprintf(stderr, "torch.distributed baseline failed: %s\n",
+                 cmd.c_str());
     return 1;
   }
   std::map<size_t, double> torch = readTimes(torchOut);
 
-  std::printf("| size | monarch Gloo | torch.distributed Gloo | ratio (bandwidth, "
-              "monarch / torch) |\n|---|---|---|---|\n");
+  std::printf(
+      "| size | monarch Gloo | torch.distributed Gloo | ratio (bandwidth, "
+      "monarch / torch) |\n|---|---|---|---|\n");
   for (size_t s : kSizes) {
     auto gbps = [&](double t) { return s / t / 1e9; };
     std::printf("| %zu KiB | %.3f ms (%.2f GB/s) | %.3f ms (%.2f GB/s) | "

@@ -14,6 +14,8 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -25,15 +27,23 @@ namespace plan = monarch::plan;
 namespace {
 
 constexpr int kOps = 10000;
-constexpr int kDeleteEvery = 100;
+constexpr int kDeleteEvery = 1;
 
 at::Tensor localLoop(const at::Tensor &x, at::Tensor y) {
   for (int i = 0; i < kOps; ++i) {
     switch (i % 4) {
-    case 0: y = at::add(y, x); break;
-    case 1: y = at::mul(y, x); break;
-    case 2: y = at::sub(y, x, 0.5); break;
-    default: y = at::div(y, 1.5); break;
+    case 0:
+      y = at::add(y, x);
+      break;
+    case 1:
+      y = at::mul(y, x);
+      break;
+    case 2:
+      y = at::sub(y, x, 0.5);
+      break;
+    default:
+      y = at::div(y, 1.5);
+      break;
     }
   }
   return y;
@@ -48,13 +58,19 @@ plan::Program chainPlan() {
   for (int i = 0; i < kOps; ++i) {
     int64_t next;
     switch (i % 4) {
-    case 0: next = b.op(0, "aten::add", "Tensor", {val::ref(y), val::ref(x)}); break;
-    case 1: next = b.op(0, "aten::mul", "Tensor", {val::ref(y), val::ref(x)}); break;
+    case 0:
+      next = b.op(0, "aten::add", "Tensor", {val::ref(y), val::ref(x)});
+      break;
+    case 1:
+      next = b.op(0, "aten::mul", "Tensor", {val::ref(y), val::ref(x)});
+      break;
     case 2:
       next = b.op(0, "aten::sub", "Tensor", {val::ref(y), val::ref(x)}, 1, 0,
                   {{"alpha", val::scalar(0.5)}});
       break;
-    default: next = b.op(0, "aten::div", "Scalar", {val::ref(y), val::scalar(1.5)}); break;
+    default:
+      next = b.op(0, "aten::div", "Scalar", {val::ref(y), val::scalar(1.5)});
+      break;
     }
     dead.push_back(y);
     y = next;
@@ -82,6 +98,46 @@ void BM_LocalLibtorch(benchmark::State &state) {
   state.SetItemsProcessed(state.iterations() * kOps);
 }
 
+/// The same chain through the boxed dispatcher (what the engine calls), to
+/// separate the cost of boxing from the engine's own.
+void BM_LocalBoxed(benchmark::State &state) {
+  at::set_num_threads(1);
+  auto &d = c10::Dispatcher::singleton();
+  c10::OperatorHandle ops[4] = {*d.findSchema({"aten::add", "Tensor"}),
+                                *d.findSchema({"aten::mul", "Tensor"}),
+                                *d.findSchema({"aten::sub", "Tensor"}),
+                                *d.findSchema({"aten::div", "Scalar"})};
+  at::Tensor x = at::rand({100, 100}), y0 = at::rand({100, 100});
+  for (auto _ : state) {
+    at::Tensor y = y0;
+    torch::jit::Stack stack;
+    for (int i = 0; i < kOps; ++i) {
+      stack.clear();
+      stack.push_back(y);
+      switch (i % 4) {
+      case 0:
+        stack.push_back(x);
+        stack.push_back(c10::Scalar(1));
+        break;
+      case 1:
+        stack.push_back(x);
+        break;
+      case 2:
+        stack.push_back(x);
+        stack.push_back(c10::Scalar(0.5));
+        break;
+      default:
+        stack.push_back(c10::Scalar(1.5));
+        break;
+      }
+      ops[i % 4].callBoxed(&stack);
+      y = stack.back().toTensor();
+    }
+    benchmark::DoNotOptimize(y);
+  }
+  state.SetItemsProcessed(state.iterations() * kOps);
+}
+
 void BM_EnginePlan(benchmark::State &state) {
   at::set_num_threads(1);
   plan::Program program = chainPlan();
@@ -91,20 +147,36 @@ void BM_EnginePlan(benchmark::State &state) {
   ExecutorCallbacks callbacks;
   callbacks.onFailure = [&](const plan::Failure &) { ++failures; };
   Executor executor(options, callbacks);
+  double submitSeconds = 0;
   for (auto _ : state) {
-    if (!executor.run(program).ok() ||
-        !executor.waitIdle(std::chrono::seconds(60))) {
+    auto start = std::chrono::steady_clock::now();
+    Status submitted = executor.run(program);
+    submitSeconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (!submitted.ok() || !executor.waitIdle(std::chrono::seconds(60))) {
       state.SkipWithError("engine run failed");
       break;
     }
   }
   if (failures)
     state.SkipWithError("instructions failed");
+  state.counters["submit_ms"] = submitSeconds * 1e3 / state.iterations();
   state.SetItemsProcessed(state.iterations() * kOps);
 }
 
-BENCHMARK(BM_LocalLibtorch)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_EnginePlan)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_LocalLibtorch)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+BENCHMARK(BM_LocalBoxed)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+BENCHMARK(BM_EnginePlan)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
 
 /// Prints the console table and keeps each benchmark's median.
 class MedianReporter : public benchmark::ConsoleReporter {
@@ -112,11 +184,14 @@ public:
   void ReportRuns(const std::vector<Run> &runs) override {
     for (const auto &run : runs)
       if (run.aggregate_name == "median" ||
-          (run.run_type == Run::RT_Iteration && !medians.count(run.run_name.function_name)))
+          (run.run_type == Run::RT_Iteration &&
+           !medians.count(run.run_name.function_name))) {
         medians[run.run_name.function_name] = run.GetAdjustedRealTime();
+        cpuMedians[run.run_name.function_name] = run.GetAdjustedCPUTime();
+      }
     ConsoleReporter::ReportRuns(runs);
   }
-  std::map<std::string, double> medians;
+  std::map<std::string, double> medians, cpuMedians;
 };
 
 } // namespace
@@ -127,10 +202,20 @@ int main(int argc, char **argv) {
   benchmark::RunSpecifiedBenchmarks(&reporter);
   double local = reporter.medians["BM_LocalLibtorch"];
   double engine = reporter.medians["BM_EnginePlan"];
+  double boxed = reporter.medians["BM_LocalBoxed"];
   if (local > 0 && engine > 0)
-    std::printf("\n%d ops of 100x100: local libtorch %.2f ms, engine plan "
-                "%.2f ms, ratio %.2fx (goal <= 1.3x); per-op overhead %.2f us\n",
-                kOps, local, engine, engine / local,
-                (engine - local) * 1000.0 / kOps);
+    std::printf(
+        "\n%d ops of 100x100: local libtorch %.2f ms, engine plan "
+        "%.2f ms, ratio %.2fx (goal <= 1.3x); per-op overhead %.2f us\n",
+        kOps, local, engine, engine / local, (engine - local) * 1000.0 / kOps);
+  double localCpu = reporter.cpuMedians["BM_LocalLibtorch"];
+  double engineCpu = reporter.cpuMedians["BM_EnginePlan"];
+  if (localCpu > 0 && engineCpu > 0)
+    std::printf("process CPU time: local %.2f ms, engine %.2f ms (all its "
+                "threads), ratio %.2fx\n",
+                localCpu, engineCpu, engineCpu / localCpu);
+  if (local > 0 && boxed > 0)
+    std::printf("boxed dispatcher loop (no engine) %.2f ms, ratio %.2fx\n",
+                boxed, boxed / local);
   return 0;
 }

@@ -134,12 +134,14 @@ TEST_F(Adverbs, FutureCallbacksAndTimeouts) {
 }
 
 TEST_F(Adverbs, EndpointErrorReturnsToCallerAndActorSurvives) {
-  auto failed = actors->call<int64_t>("fail", std::string("bad input")).get(10s);
+  auto failed =
+      actors->call<int64_t>("fail", std::string("bad input")).get(10s);
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.status().code(), ErrorCode::Remote);
   EXPECT_NE(failed.status().message().find("bad input"), std::string::npos);
   EXPECT_NE(failed.status().message().find("echo["), std::string::npos);
-  auto after = actors->call<std::string>("echo", std::string("still here")).get(10s);
+  auto after =
+      actors->call<std::string>("echo", std::string("still here")).get(10s);
   ASSERT_TRUE(after.ok());
   EXPECT_EQ((*after)[3], "still here");
 }
@@ -169,15 +171,16 @@ TEST_F(Adverbs, BlobsTravelAsPayloadFrames) {
   ASSERT_TRUE(back.ok());
   for (const auto &b : *back)
     EXPECT_EQ(b.buffer.toString(), bytes);
-  auto v = actors->callOne<std::vector<int64_t>>("vec", std::vector<int64_t>{1, 2});
+  auto v =
+      actors->callOne<std::vector<int64_t>>("vec", std::vector<int64_t>{1, 2});
   EXPECT_FALSE(v.get(10s).ok()); // 4 ranks: call_one refuses
 }
 
 TEST(Actors, ConstructorRunsBeforeFirstEndpoint) {
   auto procs = thisHost().spawnProcs({{"gpu", 2}}, testProcOptions("ctor"));
   ASSERT_TRUE(procs.ok()) << procs.status().toString();
-  auto mesh = procs->spawn("c", "Constructed", std::string("trainer"),
-                           int64_t{7});
+  auto mesh =
+      procs->spawn("c", "Constructed", std::string("trainer"), int64_t{7});
   ASSERT_TRUE(mesh.ok()) << mesh.status().toString();
   auto labels = mesh->call<std::string>("describe").get(10s);
   ASSERT_TRUE(labels.ok());
@@ -191,7 +194,8 @@ TEST(Actors, ConstructorRunsBeforeFirstEndpoint) {
   auto unknown = procs->spawn("u", "NoSuchClass");
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.status().message().find("NoSuchClass"), std::string::npos);
-  auto duplicate = procs->spawn("c", "Constructed", std::string("x"), int64_t{1});
+  auto duplicate =
+      procs->spawn("c", "Constructed", std::string("x"), int64_t{1});
   EXPECT_FALSE(duplicate.ok());
   EXPECT_TRUE(procs->stop().isOk());
 }

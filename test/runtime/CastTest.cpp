@@ -35,8 +35,7 @@ TEST_P(Casting, EveryActorAnswersThroughMergedReplies) {
   ASSERT_TRUE(ranks.ok()) << ranks.status().toString();
   for (size_t i = 0; i < ranks->size(); ++i)
     ASSERT_EQ((*ranks)[i], static_cast<int64_t>(i));
-  EXPECT_EQ(ranks->at({c.procs - 1, c.perProc - 1}),
-            c.procs * c.perProc - 1);
+  EXPECT_EQ(ranks->at({c.procs - 1, c.perProc - 1}), c.procs * c.perProc - 1);
   EXPECT_EQ(replies, c.expectedReplies);
 
   // Broadcasts reach everyone too, and stay ordered before the next call.
@@ -49,11 +48,11 @@ TEST_P(Casting, EveryActorAnswersThroughMergedReplies) {
 
 INSTANTIATE_TEST_SUITE_P(
     Sizes, Casting,
-    testing::Values(CastCase{1, 1, 16, 1},     // 1 actor
-                    CastCase{4, 4, 16, 4},     // 16 actors, one hop per proc
-                    CastCase{17, 1, 16, 16},   // 17 procs: two levels
-                    CastCase{8, 32, 2, 2},     // 256 actors, depth-3 tree
-                    CastCase{4, 256, 16, 4}),  // 1024 actors on 4 procs
+    testing::Values(CastCase{1, 1, 16, 1},    // 1 actor
+                    CastCase{4, 4, 16, 4},    // 16 actors, one hop per proc
+                    CastCase{17, 1, 16, 16},  // 17 procs: two levels
+                    CastCase{8, 32, 2, 2},    // 256 actors, depth-3 tree
+                    CastCase{4, 256, 16, 4}), // 1024 actors on 4 procs
     [](const testing::TestParamInfo<CastCase> &info) {
       return std::to_string(info.param.procs * info.param.perProc) +
              "actors_fanout" + std::to_string(info.param.fanout);

@@ -26,8 +26,9 @@ TEST(Supervision, BroadcastFailureStopsActorAndNotifiesOwner) {
   ASSERT_TRUE(echo.ok());
   EventLog events;
   echo->supervise(events.hook());
-  ASSERT_TRUE(echo->slice("gpu", 1)->broadcast("failBroadcast",
-                                               std::string("boom")).isOk());
+  ASSERT_TRUE(echo->slice("gpu", 1)
+                  ->broadcast("failBroadcast", std::string("boom"))
+                  .isOk());
   ASSERT_TRUE(events.waitFor(1));
   auto ev = events.snapshot().front();
   EXPECT_EQ(ev.mesh, "workers");
@@ -117,8 +118,8 @@ TEST_P(ProcDeath, IsDetectedAndContained) {
   auto busy = echo->slice("gpu", 1)->slice("local", 0);
   ASSERT_TRUE(busy.ok());
   auto inflight = busy->callOne<int64_t>("sleepMs", int64_t{10000});
-  auto inflightMesh = echo->slice("local", 0)->call<int64_t>("sleepMs",
-                                                             int64_t{10000});
+  auto inflightMesh =
+      echo->slice("local", 0)->call<int64_t>("sleepMs", int64_t{10000});
   auto victim = echo->slice("gpu", 1)->slice("local", 1);
   ASSERT_TRUE(victim.ok());
 
@@ -144,7 +145,8 @@ TEST_P(ProcDeath, IsDetectedAndContained) {
   ASSERT_FALSE(failed.ok());
   EXPECT_LT(msSince(start), 1000);
   EXPECT_EQ(failed.status().code(), ErrorCode::Supervision);
-  EXPECT_TRUE(contains(failed.status().message(), "dying")) << failed.status().message();
+  EXPECT_TRUE(contains(failed.status().message(), "dying"))
+      << failed.status().message();
   EXPECT_TRUE(contains(failed.status().message(), "rank 1"));
   EXPECT_TRUE(contains(failed.status().message(), expectedReason))
       << failed.status().message();
@@ -168,8 +170,10 @@ TEST_P(ProcDeath, IsDetectedAndContained) {
 
   // Slices without it, and other meshes, keep working.
   for (int64_t gpu : {0, 2}) {
-    auto r = echo->slice("gpu", gpu)->slice("local", 1)->callOne<int64_t>(
-        "rank").get(5s);
+    auto r = echo->slice("gpu", gpu)
+                 ->slice("local", 1)
+                 ->callOne<int64_t>("rank")
+                 .get(5s);
     ASSERT_TRUE(r.ok()) << r.status().toString();
     EXPECT_EQ(*r, gpu * 2 + 1);
   }

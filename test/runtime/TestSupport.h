@@ -33,8 +33,8 @@ public:
   SupervisionHook hook() {
     return [this](const SupervisionEvent &e) { return record(e); };
   }
-  bool waitFor(size_t n, std::chrono::milliseconds timeout =
-                             std::chrono::seconds(10)) {
+  bool waitFor(size_t n,
+               std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
     std::unique_lock<std::mutex> lock(mu);
     return cv.wait_for(lock, timeout, [&] { return events.size() >= n; });
   }

@@ -1,8 +1,8 @@
 //===- TransportTest.cpp - Addresses, frames, links, authentication -------===//
+#include "monarch/runtime/transport/Transport.h"
 #include "monarch/runtime/transport/Auth.h"
 #include "monarch/runtime/transport/ChannelAddr.h"
 #include "monarch/runtime/transport/FrameDecoder.h"
-#include "monarch/runtime/transport/Transport.h"
 
 #include <asio.hpp>
 #include <gtest/gtest.h>
@@ -19,8 +19,9 @@ namespace {
 using namespace std::chrono_literals;
 
 TEST(ChannelAddr, ParsesAndPrintsAllKinds) {
-  for (const std::string &text : std::vector<std::string>{"inproc://7", "unix:/tmp/x.sock",
-                           "tcp://127.0.0.1:8080", "tcp://[::1]:9"}) {
+  for (const std::string &text :
+       std::vector<std::string>{"inproc://7", "unix:/tmp/x.sock",
+                                "tcp://127.0.0.1:8080", "tcp://[::1]:9"}) {
     auto addr = ChannelAddr::parse(text);
     ASSERT_TRUE(addr.ok()) << text;
     EXPECT_EQ(addr->toString(), text);
@@ -30,9 +31,9 @@ TEST(ChannelAddr, ParsesAndPrintsAllKinds) {
 }
 
 TEST(ChannelAddr, RejectsBadAddresses) {
-  for (const std::string &text : std::vector<std::string>{"", "inproc://", "inproc://x", "unix:", "tcp://h",
-                           "tcp://h:70000", "tcp://:1", "udp://h:1",
-                           "unix:" + std::string(200, 'a')})
+  for (const std::string &text : std::vector<std::string>{
+           "", "inproc://", "inproc://x", "unix:", "tcp://h", "tcp://h:70000",
+           "tcp://:1", "udp://h:1", "unix:" + std::string(200, 'a')})
     EXPECT_FALSE(ChannelAddr::parse(text).ok()) << text;
 }
 
@@ -193,11 +194,11 @@ class LinkOrder : public testing::TestWithParam<std::string> {};
 TEST_P(LinkOrder, DeliversInSendOrderWithPayloads) {
   TransportFixture fx("secret");
   Inbox inbox;
-  std::string where = GetParam() == "unix" ? tempSocket("order")
+  std::string where = GetParam() == "unix"  ? tempSocket("order")
                       : GetParam() == "tcp" ? "tcp://127.0.0.1:0"
                                             : "inproc://0";
-  auto listener = fx.transport.listen(*ChannelAddr::parse(where),
-                                      inbox.handler());
+  auto listener =
+      fx.transport.listen(*ChannelAddr::parse(where), inbox.handler());
   ASSERT_TRUE(listener.ok()) << listener.status().toString();
   if (GetParam() == "tcp") {
     EXPECT_NE((*listener)->addr().port, 0);
@@ -211,8 +212,9 @@ TEST_P(LinkOrder, DeliversInSendOrderWithPayloads) {
   for (int i = 0; i < n; ++i) {
     ASSERT_EQ(inbox.messages[i].envelope.seq(), static_cast<uint64_t>(i + 1));
     size_t expected = (i + 1) % 100 == 0 ? 70000 : 0;
-    ASSERT_EQ(inbox.messages[i].payloads.empty() ? 0
-                                                 : inbox.messages[i].payloads[0].size(),
+    ASSERT_EQ(inbox.messages[i].payloads.empty()
+                  ? 0
+                  : inbox.messages[i].payloads[0].size(),
               expected);
   }
 }
@@ -290,14 +292,15 @@ TEST(Frames, BadFrameClosesOnlyThatConnection) {
   TransportFixture fx("s");
   Inbox inbox;
   std::string where = tempSocket("bad");
-  auto listener = fx.transport.listen(*ChannelAddr::parse(where),
-                                      inbox.handler());
+  auto listener =
+      fx.transport.listen(*ChannelAddr::parse(where), inbox.handler());
   ASSERT_TRUE(listener.ok());
   std::string path = (*listener)->addr().host;
   std::string good = flatten(*encodeMessage(sampleMessage(1)));
   std::string bad = good;
   bad[0] = '?';
-  std::string truncatedThenGarbage = good.substr(0, 5) + std::string(40, '\xee');
+  std::string truncatedThenGarbage =
+      good.substr(0, 5) + std::string(40, '\xee');
   rawClient(path, "s", good + bad);
   rawClient(path, "s", truncatedThenGarbage);
   // The first client's good message was delivered before its bad one.

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "monarch/Compiler/Transforms/Passes.h"
 #include "monarch/Dialect/Monarch/IR/MonarchDialect.h"
 #include "monarch/Dialect/Monarch/IR/MonarchOps.h"
 
@@ -18,6 +19,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -69,10 +72,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   llvm::raw_string_ostream os(printed);
   module->print(os);
   os.flush();
-  OwningOpRef<ModuleOp> reparsed = parse(printed, ctx);
-  if (!reparsed) {
+  if (!parse(printed, ctx)) {
     llvm::errs() << "printed IR does not parse back:\n" << printed << "\n";
     __builtin_trap();
   }
+  // Folding and view resolution must keep valid IR valid (the pass manager
+  // verifies after each pass); the borrow checker may report errors.
+  PassManager pm(&ctx);
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(monarch::createResolveMeshViews());
+  if (failed(pm.run(*module))) {
+    llvm::errs() << "canonicalization broke valid IR:\n" << printed << "\n";
+    __builtin_trap();
+  }
+  PassManager check(&ctx);
+  check.addPass(monarch::createVerifyBorrows());
+  (void)check.run(*module);
   return 0;
 }

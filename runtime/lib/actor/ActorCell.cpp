@@ -88,9 +88,9 @@ void ActorCell::run(const Invocation &call, const ReplySink &sink) {
     std::lock_guard<std::mutex> guard(stateMu);
     if (isStopped) {
       if (sink) {
-        result.status = Status(ErrorCode::Supervision,
-                               "actor " + describe(ctx) +
-                                   " is stopped: " + stopReason);
+        result.status =
+            Status(ErrorCode::Supervision,
+                   "actor " + describe(ctx) + " is stopped: " + stopReason);
         sink(std::move(result));
       }
       return;

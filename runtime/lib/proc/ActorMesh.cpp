@@ -15,8 +15,7 @@ Status meshErrorToStatus(const mesh::MeshError &error) {
                     error.message);
 }
 
-ActorMesh::ActorMesh(std::shared_ptr<ActorMeshState> state,
-                     mesh::MeshView view)
+ActorMesh::ActorMesh(std::shared_ptr<ActorMeshState> state, mesh::MeshView view)
     : state(std::move(state)), meshView(std::move(view)) {}
 
 const std::string &ActorMesh::name() const { return state->name; }

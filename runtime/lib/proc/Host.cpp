@@ -38,9 +38,10 @@ Expected<ProcMesh> Host::spawnProcs(const Shape &shape,
   if (options.transport != "unix" && options.transport != "tcp")
     return Status(ErrorCode::Invalid,
                   "transport must be unix or tcp, not " + options.transport);
-  auto launcher = options.launcher
-                      ? options.launcher
-                      : std::make_shared<LocalProcLauncher>(rt.transport().io());
+  auto launcher =
+      options.launcher
+          ? options.launcher
+          : std::make_shared<LocalProcLauncher>(rt.transport().io());
   std::string workerPath =
       options.workerPath.empty() ? locateWorkerBinary() : options.workerPath;
 
@@ -106,8 +107,8 @@ Expected<ProcMesh> Host::spawnProcs(const Shape &shape,
       }
       std::lock_guard<std::mutex> guard(ready->mu);
       if (ready->failure.empty())
-        ready->failure = "rank " + std::to_string(rank) + " " + how +
-                         " before it was ready";
+        ready->failure =
+            "rank " + std::to_string(rank) + " " + how + " before it was ready";
       ready->cv.notify_all();
     });
     std::lock_guard<std::mutex> guard(state->mu);
@@ -121,12 +122,12 @@ Expected<ProcMesh> Host::spawnProcs(const Shape &shape,
       return ready->ready == n || !ready->failure.empty();
     });
     if (!ready->failure.empty())
-      outcome = Status(ErrorCode::Closed, "spawning proc mesh '" + name +
-                                              "': " + ready->failure);
+      outcome = Status(ErrorCode::Closed,
+                       "spawning proc mesh '" + name + "': " + ready->failure);
     else if (!done)
       outcome = Status(ErrorCode::Timeout,
-                       "spawning proc mesh '" + name + "': " +
-                           std::to_string(n - ready->ready) +
+                       "spawning proc mesh '" + name +
+                           "': " + std::to_string(n - ready->ready) +
                            " procs not ready in time");
   }
   rt.router().closePort(readyPort);

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <mutex>
+#include <set>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -22,6 +23,12 @@ namespace monarch {
 namespace {
 
 constexpr int kBootstrapFd = 3;
+
+std::mutex liveMu;
+std::set<pid_t> &livePids() {
+  static std::set<pid_t> pids;
+  return pids;
+}
 
 std::string describeStatus(int status) {
   if (WIFEXITED(status))
@@ -43,21 +50,21 @@ public:
 
   void start() {
     auto self = shared_from_this();
-    pipe.async_read_some(asio::buffer(chunk), [self](asio::error_code ec,
-                                                     size_t n) {
-      self->pending.append(self->chunk, n);
-      size_t at;
-      while ((at = self->pending.find('\n')) != std::string::npos) {
-        self->emit(self->pending.substr(0, at));
-        self->pending.erase(0, at + 1);
-      }
-      if (ec) {
-        if (!self->pending.empty())
-          self->emit(self->pending);
-        return;
-      }
-      self->start();
-    });
+    pipe.async_read_some(
+        asio::buffer(chunk), [self](asio::error_code ec, size_t n) {
+          self->pending.append(self->chunk, n);
+          size_t at;
+          while ((at = self->pending.find('\n')) != std::string::npos) {
+            self->emit(self->pending.substr(0, at));
+            self->pending.erase(0, at + 1);
+          }
+          if (ec) {
+            if (!self->pending.empty())
+              self->emit(self->pending);
+            return;
+          }
+          self->start();
+        });
   }
 
 private:
@@ -115,6 +122,10 @@ private:
     do {
       got = ::waitpid(pid, &status, 0);
     } while (got < 0 && errno == EINTR);
+    {
+      std::lock_guard<std::mutex> guard(liveMu);
+      livePids().erase(pid);
+    }
     std::vector<std::function<void(const std::string &)>> toRun;
     std::string what = got == pid ? describeStatus(status) : "exited";
     {
@@ -148,8 +159,7 @@ public:
       ::kill(processId, SIGKILL);
       // On the io thread the watch reaps it later; waiting here would block
       // the very thread that reaps.
-      if (!Runtime::onIoThread() &&
-          !watch->waitExited(std::chrono::seconds(5)))
+      if (!Runtime::onIoThread() && !watch->waitExited(std::chrono::seconds(5)))
         log::error("process ", processId, " did not exit after SIGKILL");
     }
   }
@@ -244,17 +254,42 @@ LocalProcLauncher::launch(const ProcLaunchSpec &spec) {
     ::close(errPipe[0]);
     return errnoStatus("pidfd_open");
   }
+  {
+    std::lock_guard<std::mutex> guard(liveMu);
+    livePids().insert(pid);
+  }
   auto watch = std::make_shared<ExitWatch>(io, pid, pidfd);
-  auto out = std::make_shared<LogForwarder>(io, outPipe[0], spec.logPrefix,
-                                            stdout);
-  auto err = std::make_shared<LogForwarder>(io, errPipe[0], spec.logPrefix,
-                                            stderr);
+  auto out =
+      std::make_shared<LogForwarder>(io, outPipe[0], spec.logPrefix, stdout);
+  auto err =
+      std::make_shared<LogForwarder>(io, errPipe[0], spec.logPrefix, stderr);
   asio::post(io, [watch, out, err] {
     watch->start();
     out->start();
     err->start();
   });
   return std::unique_ptr<LaunchedProc>(std::make_unique<LocalProc>(pid, watch));
+}
+
+void killAllLocalProcs() {
+  std::set<pid_t> pids;
+  {
+    std::lock_guard<std::mutex> guard(liveMu);
+    pids = livePids();
+  }
+  for (pid_t pid : pids)
+    ::kill(pid, SIGKILL);
+  for (pid_t pid : pids)
+    ::waitpid(pid, nullptr, 0);
+}
+
+std::string currentExecutable() {
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0)
+    return "";
+  self[n] = '\0';
+  return self;
 }
 
 std::string locateWorkerBinary() {

@@ -189,8 +189,8 @@ Status ProcMeshState::stop() {
       continue;
     proc->kill(SIGKILL);
     if (!proc->waitExited(std::chrono::seconds(5)))
-      result = Status(ErrorCode::Timeout, "a proc of '" + name +
-                                              "' did not exit after SIGKILL");
+      result = Status(ErrorCode::Timeout,
+                      "a proc of '" + name + "' did not exit after SIGKILL");
   }
   Status stoppedStatus(ErrorCode::Closed, "proc mesh '" + name + "' stopped");
   for (auto &c : calls)
@@ -222,8 +222,8 @@ ActorMeshState::ActorMeshState(std::shared_ptr<ProcMeshState> procs,
                                std::vector<uint32_t> procRanks,
                                uint32_t perProc, mesh::MeshView root)
     : procs(std::move(procs)), name(std::move(name)),
-      procRanks(std::move(procRanks)), perProc(perProc),
-      root(std::move(root)) {}
+      procRanks(std::move(procRanks)), perProc(perProc), root(std::move(root)) {
+}
 
 ActorMeshState::~ActorMeshState() {
   if (supervisionPort)

@@ -13,8 +13,8 @@ uint64_t PendingCall::replyMessagesReceived() { return replyMessages.load(); }
 PendingCall::PendingCall(Runtime &rt, std::vector<uint32_t> ranks,
                          std::unordered_set<uint32_t> procs,
                          bool perRankFutures)
-    : rt(rt), procs(std::move(procs)), rankList(ranks),
-      outcomes(ranks.size()), remaining(ranks.size()) {
+    : rt(rt), procs(std::move(procs)), rankList(ranks), outcomes(ranks.size()),
+      remaining(ranks.size()) {
   for (size_t i = 0; i < ranks.size(); ++i)
     position[ranks[i]] = i;
   if (perRankFutures)
@@ -40,7 +40,8 @@ proto::PortRef PendingCall::open() {
 
 void PendingCall::onReply(transport::Message &&reply) {
   replyMessages.fetch_add(1, std::memory_order_relaxed);
-  auto payloads = std::make_shared<const PayloadList>(std::move(reply.payloads));
+  auto payloads =
+      std::make_shared<const PayloadList>(std::move(reply.payloads));
   std::vector<std::pair<size_t, RankOutcome>> ready;
   std::unique_lock<std::mutex> lock(mu);
   for (auto &r : *reply.envelope.mutable_cast_reply()->mutable_results()) {

@@ -39,7 +39,8 @@ void ProcServer::spawn(transport::Message &&message) {
   const auto &req = message.envelope.spawn();
   auto fail = [&](const std::string &why) {
     transport::Message reply;
-    uint32_t count = req.count() >= 1 && req.count() <= (1u << 20) ? req.count() : 1;
+    uint32_t count =
+        req.count() >= 1 && req.count() <= (1u << 20) ? req.count() : 1;
     for (uint32_t i = 0; i < count; ++i) {
       auto *r = reply.envelope.mutable_cast_reply()->add_results();
       r->set_rank(req.proc_index() * count + i);
@@ -49,8 +50,8 @@ void ProcServer::spawn(transport::Message &&message) {
   };
   const ActorClassInfo *cls = ActorRegistry::instance().find(req.actor_class());
   if (!cls)
-    return fail("proc " + procId + " has no actor class '" +
-                req.actor_class() + "' (is its library loaded?)");
+    return fail("proc " + procId + " has no actor class '" + req.actor_class() +
+                "' (is its library loaded?)");
   if (req.count() == 0 || req.count() > 1u << 20)
     return fail("bad actor count");
   auto mesh = std::make_shared<LocalMesh>();
@@ -163,9 +164,9 @@ void ProcServer::cast(transport::Message &&message) {
       if (sink) {
         HandlerResult r;
         r.rank = local;
-        r.status = Status(ErrorCode::NotFound,
-                          "no actor " + c.mesh() + " #" +
-                              std::to_string(local) + " on proc " + procId);
+        r.status = Status(ErrorCode::NotFound, "no actor " + c.mesh() + " #" +
+                                                   std::to_string(local) +
+                                                   " on proc " + procId);
         sink(std::move(r));
       }
       continue;

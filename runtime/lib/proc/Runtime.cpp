@@ -1,5 +1,6 @@
 #include "monarch/runtime/proc/Runtime.h"
 
+#include "monarch/runtime/proc/ProcLauncher.h"
 #include "monarch/runtime/transport/Auth.h"
 #include "monarch/runtime/util/Log.h"
 
@@ -9,6 +10,7 @@
 
 #include <algorithm>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdlib>
 #include <dirent.h>
@@ -22,13 +24,14 @@ struct Runtime::WorkGuard {
 
 namespace {
 thread_local bool isIoThread = false;
+std::atomic<Runtime *> globalInstance{nullptr};
 std::mutex globalMu;
 RuntimeOptions globalOptions;
 
 std::string makePrivateDir() {
   const char *base = std::getenv("TMPDIR");
-  std::string pattern = std::string(base && *base ? base : "/tmp") +
-                        "/monarch-XXXXXX";
+  std::string pattern =
+      std::string(base && *base ? base : "/tmp") + "/monarch-XXXXXX";
   // Socket paths must stay under 108 bytes.
   if (pattern.size() > 60)
     pattern = "/tmp/monarch-XXXXXX";
@@ -75,8 +78,8 @@ Runtime::Runtime(RuntimeOptions options) : opts(std::move(options)) {
                        tbb::global_control::active_value(
                            tbb::global_control::max_allowed_parallelism)));
   arenaImpl = std::make_unique<tbb::task_arena>(threads, 0);
-  workGuard = std::make_unique<WorkGuard>(
-      WorkGuard{asio::make_work_guard(*ioImpl)});
+  workGuard =
+      std::make_unique<WorkGuard>(WorkGuard{asio::make_work_guard(*ioImpl)});
   ioThread = std::thread([this] {
     isIoThread = true;
     ioImpl->run();
@@ -93,8 +96,9 @@ Status Runtime::start() {
   auto addr = transport::ChannelAddr::parse(where);
   if (!addr.ok())
     return addr.status();
-  auto bound = transportImpl->listen(
-      *addr, [this](transport::Message &&m) { routerImpl.deliver(std::move(m)); });
+  auto bound = transportImpl->listen(*addr, [this](transport::Message &&m) {
+    routerImpl.deliver(std::move(m));
+  });
   if (!bound.ok())
     return bound.status();
   listener = std::move(*bound);
@@ -104,6 +108,8 @@ Status Runtime::start() {
 }
 
 Runtime::~Runtime() {
+  if (globalInstance.load() == this)
+    globalInstance = nullptr;
   if (listener)
     listener->close();
   {
@@ -130,6 +136,12 @@ const std::string &Runtime::privateDir() {
 }
 
 bool Runtime::onIoThread() { return isIoThread; }
+
+void Runtime::fatalCleanup() {
+  killAllLocalProcs();
+  if (Runtime *rt = globalInstance.load())
+    removeDir(rt->dir);
+}
 
 void Runtime::runOnIo(std::function<void()> fn) {
   if (isIoThread)
@@ -162,6 +174,7 @@ Runtime &Runtime::global() {
       log::error("cannot start the runtime: ", started.toString());
       std::abort();
     }
+    globalInstance = rt.get();
     return rt;
   }();
   return *instance;

@@ -15,7 +15,9 @@
 
 namespace monarch {
 
-bool isWorkerProcess() { return std::getenv("MONARCH_BOOTSTRAP_FD") != nullptr; }
+bool isWorkerProcess() {
+  return std::getenv("MONARCH_BOOTSTRAP_FD") != nullptr;
+}
 
 static bool readBootstrap(proto::Bootstrap &boot) {
   const char *fdText = std::getenv("MONARCH_BOOTSTRAP_FD");

@@ -1,5 +1,7 @@
 #include "monarch/runtime/supervision/Supervision.h"
 
+#include "monarch/runtime/proc/Runtime.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -34,6 +36,9 @@ void raiseToRoot(const SupervisionEvent &event) {
     return handler(event);
   std::fprintf(stderr, "monarch: unhandled %s\n", event.toString().c_str());
   std::fflush(stderr);
+  // Children would die with us anyway (PR_SET_PDEATHSIG); ending and reaping
+  // them here leaves no zombies behind.
+  Runtime::fatalCleanup();
   // Static destructors would race the runtime's threads; end right here.
   std::_Exit(1);
 }

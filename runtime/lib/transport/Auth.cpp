@@ -24,13 +24,14 @@ std::string handshakeMac(const std::string &secret, const std::string &label,
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-       reinterpret_cast<const unsigned char *>(input.data()), input.size(),
-       mac, &length);
+       reinterpret_cast<const unsigned char *>(input.data()), input.size(), mac,
+       &length);
   return std::string(reinterpret_cast<const char *>(mac), length);
 }
 
 bool macEquals(const std::string &a, const std::string &b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return a.size() == b.size() &&
+         CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 } // namespace monarch::transport

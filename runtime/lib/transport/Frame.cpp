@@ -36,8 +36,8 @@ std::string encodeControlFrame(const google::protobuf::MessageLite &body) {
   std::string out(kFrameHeaderSize + size, '\0');
   writeFrameHeader(FrameKind::Control, static_cast<uint32_t>(size),
                    reinterpret_cast<uint8_t *>(out.data()));
-  body.SerializeWithCachedSizesToArray(
-      reinterpret_cast<uint8_t *>(out.data()) + kFrameHeaderSize);
+  body.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t *>(out.data()) +
+                                       kFrameHeaderSize);
   return out;
 }
 

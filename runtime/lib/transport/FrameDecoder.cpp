@@ -89,9 +89,9 @@ Expected<std::optional<Message>> FrameDecoder::nextMessage() {
       if (end - begin < kFrameHeaderSize + length)
         return std::optional<Message>();
       Message message;
-      if (!message.envelope.ParseFromArray(
-              buffer.data() + begin + kFrameHeaderSize,
-              static_cast<int>(length)))
+      if (!message.envelope.ParseFromArray(buffer.data() + begin +
+                                               kFrameHeaderSize,
+                                           static_cast<int>(length)))
         return fail("envelope does not parse");
       begin += kFrameHeaderSize + length;
       const auto &sizes = message.envelope.payload_sizes();

@@ -39,10 +39,14 @@ Buffer bufferOf(const at::Tensor &t) {
 
 ReduceKind kindOf(plan::ReduceOp op) {
   switch (op) {
-  case plan::PRODUCT: return ReduceKind::Product;
-  case plan::MIN: return ReduceKind::Min;
-  case plan::MAX: return ReduceKind::Max;
-  default: return ReduceKind::Sum;
+  case plan::PRODUCT:
+    return ReduceKind::Product;
+  case plan::MIN:
+    return ReduceKind::Min;
+  case plan::MAX:
+    return ReduceKind::Max;
+  default:
+    return ReduceKind::Sum;
   }
 }
 
@@ -70,9 +74,9 @@ Contribution contribution(const CollectiveEnv &env, int64_t ref,
     else if (v.tensor.scalar_type() != type || v.tensor.sizes() != shape)
       c.error = env.fail(std::string(what) + " input has dtype " +
                          c10::toString(v.tensor.scalar_type()) + " and shape " +
-                         shapeString(v.tensor.sizes()) +
-                         " but the plan says " + c10::toString(type) + " " +
-                         shapeString(shape) + "; it took part with zeros");
+                         shapeString(v.tensor.sizes()) + " but the plan says " +
+                         c10::toString(type) + " " + shapeString(shape) +
+                         "; it took part with zeros");
     else if (!v.tensor.device().is_cpu())
       c.error = env.fail(std::string(what) + " input is on " +
                          v.tensor.device().str() +
@@ -136,7 +140,8 @@ std::string checkReduce(const plan::Reduce &r, const mesh::MeshView &view) {
            "dim";
   if (r.in_place() && r.has_out())
     return "in-place reduce cannot also write to out=";
-  int64_t n = groups->empty() ? 1 : static_cast<int64_t>(groups->front().size());
+  int64_t n =
+      groups->empty() ? 1 : static_cast<int64_t>(groups->front().size());
   if (r.scatter()) {
     if (r.input_meta().shape_size() == 0)
       return "scatter needs a tensor with at least one dim";
@@ -151,7 +156,8 @@ std::string checkReduce(const plan::Reduce &r, const mesh::MeshView &view) {
   return "";
 }
 
-std::string checkSend(const mesh::MeshView &source, const mesh::MeshView &dest) {
+std::string checkSend(const mesh::MeshView &source,
+                      const mesh::MeshView &dest) {
   for (const auto &d : source.dims()) {
     auto idx = dest.find(d.name);
     if (!idx)
@@ -250,13 +256,14 @@ void runReduce(const CollectiveEnv &env, const plan::Reduce &r,
       }
       if (out.tensor.sizes() != result.sizes() ||
           out.tensor.scalar_type() != result.scalar_type()) {
-        bindError(*env.table, targets,
-                  env.fail("out= has dtype " +
-                           std::string(c10::toString(out.tensor.scalar_type())) +
-                           " and shape " + shapeString(out.tensor.sizes()) +
-                           " but the reduce produces " +
-                           c10::toString(result.scalar_type()) + " " +
-                           shapeString(result.sizes())));
+        bindError(
+            *env.table, targets,
+            env.fail("out= has dtype " +
+                     std::string(c10::toString(out.tensor.scalar_type())) +
+                     " and shape " + shapeString(out.tensor.sizes()) +
+                     " but the reduce produces " +
+                     c10::toString(result.scalar_type()) + " " +
+                     shapeString(result.sizes())));
         return;
       }
       out.tensor.copy_(result);
@@ -286,8 +293,8 @@ void runSend(const CollectiveEnv &env, const plan::SendTensor &s,
     members.insert(r);
   std::vector<int64_t> ranks(members.begin(), members.end());
   auto indexOf = [&](int64_t rank) {
-    return static_cast<int>(
-        std::lower_bound(ranks.begin(), ranks.end(), rank) - ranks.begin());
+    return static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), rank) -
+                            ranks.begin());
   };
   bool crossProcess = std::any_of(pairs.begin(), pairs.end(),
                                   [](auto &p) { return p.first != p.second; });
@@ -333,8 +340,9 @@ void runSend(const CollectiveEnv &env, const plan::SendTensor &s,
   for (const auto &[src, dst] : pairs) {
     if (src == env.rank && dst == env.rank) {
       // Same process: still a copy (later in-place changes must not show).
-      env.table->set(s.result(), in.error ? RefValue{at::Tensor(), in.error}
-                                          : RefValue{in.tensor.clone(), nullptr});
+      env.table->set(s.result(), in.error
+                                     ? RefValue{at::Tensor(), in.error}
+                                     : RefValue{in.tensor.clone(), nullptr});
     } else if (src == env.rank) {
       sends.push_back({bufferOf(in.tensor), indexOf(dst)});
     } else if (dst == env.rank) {

@@ -30,7 +30,8 @@ namespace monarch::tensor {
 
 using namespace detail;
 
-// --- small pieces -------------------------------------------------------------
+// --- small pieces
+// -------------------------------------------------------------
 
 namespace detail {
 
@@ -84,11 +85,26 @@ SerialQueue::~SerialQueue() {
 }
 
 void SerialQueue::push(std::function<void()> task) {
+  bool wakeUp;
   {
     std::lock_guard<std::mutex> lock(mutex);
     tasks.push_back(std::move(task));
+    pending.store(tasks.size(), std::memory_order_release);
+    wakeUp = sleeping && !holding;
   }
-  wake.notify_one();
+  if (wakeUp)
+    wake.notify_one();
+}
+
+void SerialQueue::holdWakeups(bool hold) {
+  bool wakeUp;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    holding = hold;
+    wakeUp = !hold && sleeping && !tasks.empty();
+  }
+  if (wakeUp)
+    wake.notify_one();
 }
 
 bool SerialQueue::waitIdle(std::chrono::milliseconds timeout) {
@@ -101,10 +117,24 @@ void SerialQueue::loop() {
   std::deque<std::function<void()>> batch;
   std::unique_lock<std::mutex> lock(mutex);
   while (true) {
-    wake.wait(lock, [&] { return stopping || !tasks.empty(); });
+    if (tasks.empty() && !stopping) {
+      // Spin briefly before parking: a host submitting a stream of small
+      // instructions would otherwise pay a futex wake-up per instruction.
+      lock.unlock();
+      auto until =
+          std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+      while (pending.load(std::memory_order_acquire) == 0 &&
+             std::chrono::steady_clock::now() < until)
+        std::this_thread::yield();
+      lock.lock();
+      sleeping = true;
+      wake.wait(lock, [&] { return stopping || !tasks.empty(); });
+      sleeping = false;
+    }
     if (tasks.empty()) // stopping, and everything queued has run
       return;
     batch.swap(tasks);
+    pending.store(0, std::memory_order_relaxed);
     running = true;
     lock.unlock();
     for (auto &task : batch) {
@@ -141,7 +171,8 @@ TensorFunction FunctionRegistry::find(const std::string &name) const {
   return it == functions.end() ? nullptr : it->second;
 }
 
-// --- the executor ---------------------------------------------------------------
+// --- the executor
+// ---------------------------------------------------------------
 
 namespace {
 
@@ -156,7 +187,9 @@ using InstPtr = std::shared_ptr<const InstInfo>;
 /// One argument of a compiled ATen call.
 struct Slot {
   std::optional<c10::IValue> constant;
-  plan::Value value; // when not constant
+  bool isRef = false; // a plain Tensor argument: `ref`
+  int64_t ref = 0;
+  plan::Value value; // any other non-constant argument
   c10::TypePtr type;
   int64_t fixedSize = 0;
 };
@@ -173,7 +206,7 @@ struct RefState {
   int64_t mutableBorrow = -1; ///< borrow holding it mutably
   int64_t sharedBorrow = -1;  ///< latest read-only borrow of it
   int sharedBorrows = 0;
-  int64_t borrowOf = -1;      ///< this ref is the result of that borrow
+  int64_t borrowOf = -1; ///< this ref is the result of that borrow
 };
 
 enum class BorrowPhase { Created, FirstUse, LastUse, Dropped };
@@ -193,7 +226,8 @@ struct Borrow {
   std::shared_ptr<BorrowSync> sync = std::make_shared<BorrowSync>();
 };
 
-int64_t mixedRank(const mesh::MeshView &view, const std::vector<int64_t> &coords,
+int64_t mixedRank(const mesh::MeshView &view,
+                  const std::vector<int64_t> &coords,
                   const std::vector<std::string> &dims) {
   int64_t value = 0;
   for (const auto &d : dims) {
@@ -297,9 +331,10 @@ struct Executor::Impl {
     if (streams.count(s.id()))
       return Status::error("stream " + std::to_string(s.id()) +
                            " already exists");
-    streams.emplace(s.id(), std::make_unique<SerialQueue>(
-                                s.name().empty() ? "stream" + std::to_string(s.id())
-                                                 : s.name()));
+    streams.emplace(
+        s.id(),
+        std::make_unique<SerialQueue>(
+            s.name().empty() ? "stream" + std::to_string(s.id()) : s.name()));
     return Status::success();
   }
 
@@ -367,8 +402,10 @@ struct Executor::Impl {
     if (st.borrowOf >= 0) {
       Borrow &b = borrows.at(st.borrowOf);
       if (b.phase == BorrowPhase::LastUse)
-        return "ref " + std::to_string(ref) + " is used after the last use of "
-               "borrow " + std::to_string(b.id);
+        return "ref " + std::to_string(ref) +
+               " is used after the last use of "
+               "borrow " +
+               std::to_string(b.id);
       if (write && !b.isMutable)
         return "ref " + std::to_string(ref) +
                " would be mutated but it is a read-only borrow (borrow " +
@@ -438,23 +475,34 @@ struct Executor::Impl {
       return failStatic(inst, "unknown stream " + std::to_string(inst.stream()),
                         definedRefs(inst));
     switch (inst.kind_case()) {
-    case plan::Instruction::kRankTensor: return rankTensor(inst);
-    case plan::Instruction::kCallOp: return callOp(inst);
-    case plan::Instruction::kCallFunction: return callFunction(inst);
-    case plan::Instruction::kCallActor: return callActor(inst);
-    case plan::Instruction::kReduce: return reduce(inst);
-    case plan::Instruction::kSendTensor: return send(inst);
-    case plan::Instruction::kBorrowCreate: return borrowCreate(inst);
+    case plan::Instruction::kRankTensor:
+      return rankTensor(inst);
+    case plan::Instruction::kCallOp:
+      return callOp(inst);
+    case plan::Instruction::kCallFunction:
+      return callFunction(inst);
+    case plan::Instruction::kCallActor:
+      return callActor(inst);
+    case plan::Instruction::kReduce:
+      return reduce(inst);
+    case plan::Instruction::kSendTensor:
+      return send(inst);
+    case plan::Instruction::kBorrowCreate:
+      return borrowCreate(inst);
     case plan::Instruction::kBorrowFirstUse:
     case plan::Instruction::kBorrowLastUse:
-    case plan::Instruction::kBorrowDrop: return borrowStep(inst);
-    case plan::Instruction::kDeleteRefs: return deleteRefs(inst);
-    case plan::Instruction::kFetch: return fetch(inst);
-    case plan::Instruction::kRequestStatus: return requestStatus(inst);
+    case plan::Instruction::kBorrowDrop:
+      return borrowStep(inst);
+    case plan::Instruction::kDeleteRefs:
+      return deleteRefs(inst);
+    case plan::Instruction::kFetch:
+      return fetch(inst);
+    case plan::Instruction::kRequestStatus:
+      return requestStatus(inst);
     default:
-      return failStatic(inst, std::string("unsupported instruction ") +
-                                  kindName(inst),
-                        definedRefs(inst));
+      return failStatic(
+          inst, std::string("unsupported instruction ") + kindName(inst),
+          definedRefs(inst));
     }
   }
 
@@ -466,32 +514,38 @@ struct Executor::Impl {
       dims = view.names();
     for (const auto &d : dims)
       if (!view.find(d))
-        return failStatic(inst, "unknown dim '" + d + "' of mesh " +
-                                    view.shapeString(),
-                          {rt.result()});
+        return failStatic(
+            inst, "unknown dim '" + d + "' of mesh " + view.shapeString(),
+            {rt.result()});
     int64_t value = mixedRank(view, *view.coordsOf(options.rank), dims);
     define(rt.result(), inst.stream());
     InstPtr i = info(inst);
     int64_t result = rt.result();
     queue(inst.stream()).push([this, i, value, result] {
       execute(*i, {result}, [&] {
-        table.set(result, RefValue{at::scalar_tensor(value, at::kLong), nullptr});
+        table.set(result,
+                  RefValue{at::scalar_tensor(value, at::kLong), nullptr});
       });
     });
   }
 
-  const c10::OperatorHandle *findOp(const plan::CallOp &call, std::string &error) {
-    std::string full = opName(call);
-    auto it = ops.find(full);
+  const c10::OperatorHandle *findOp(const plan::CallOp &call,
+                                    std::string &error) {
+    // Reused buffer: most "aten::op.overload" names are past the small
+    // string size and this runs once per instruction.
+    opKey.assign(call.name());
+    if (!call.overload().empty())
+      opKey.append(".").append(call.overload());
+    auto it = ops.find(opKey);
     if (it != ops.end())
       return &it->second;
     auto handle = c10::Dispatcher::singleton().findSchema(
         c10::OperatorName(call.name(), call.overload()));
     if (!handle) {
-      error = "unknown operator " + full;
+      error = "unknown operator " + opKey;
       return nullptr;
     }
-    return &ops.emplace(full, *handle).first->second;
+    return &ops.emplace(opKey, *handle).first->second;
   }
 
   void callOp(const plan::Instruction &inst) {
@@ -521,7 +575,8 @@ struct Executor::Impl {
       bound[*idx] = &kw.value();
     }
 
-    auto compiled = std::make_shared<CompiledCall>(CompiledCall{*op, {}, results});
+    auto compiled =
+        std::make_shared<CompiledCall>(CompiledCall{*op, {}, results});
     std::vector<int64_t> outputs = results;
     std::vector<std::pair<int64_t, bool>> uses; // (ref, mutated)
     for (size_t i = 0; i < args.size(); ++i) {
@@ -531,15 +586,14 @@ struct Executor::Impl {
       slot.fixedSize = arg.N() ? *arg.N() : 0;
       if (!bound[i]) {
         if (!arg.default_value())
-          return failStatic(inst,
-                            opName(call) + ": missing argument '" + arg.name() +
-                                "'",
-                            results);
+          return failStatic(
+              inst, opName(call) + ": missing argument '" + arg.name() + "'",
+              results);
         slot.constant = *arg.default_value();
       } else if (isConstant(*bound[i])) {
         try {
-          slot.constant = toIValue(*bound[i], slot.type, slot.fixedSize,
-                                   lookup);
+          slot.constant =
+              toIValue(*bound[i], slot.type, slot.fixedSize, lookup);
         } catch (const std::exception &e) {
           return failStatic(inst,
                             opName(call) + ": argument '" + arg.name() +
@@ -547,12 +601,15 @@ struct Executor::Impl {
                             results);
         }
       } else {
-        slot.value = *bound[i];
         const auto &alias = arg.alias_info();
         bool mutated = alias && alias->isWrite();
-        plan::Instruction probe;
-        *probe.mutable_call_op()->add_args() = *bound[i];
-        visitRefs(probe, [&](int64_t r, RefRole) {
+        if (bound[i]->kind_case() == plan::Value::kRef &&
+            slot.type->kind() == c10::TypeKind::TensorType) {
+          slot.isRef = true; // the common case, resolved directly
+          slot.ref = bound[i]->ref();
+        } else
+          slot.value = *bound[i];
+        visitValueRefs(*bound[i], RefRole::Read, [&](int64_t r, RefRole) {
           uses.emplace_back(r, mutated);
           if (mutated)
             outputs.push_back(r);
@@ -575,10 +632,14 @@ struct Executor::Impl {
   void runCall(const CompiledCall &call) {
     torch::jit::Stack stack;
     stack.reserve(call.slots.size());
-    for (const Slot &s : call.slots)
-      stack.push_back(s.constant ? *s.constant
-                                 : toIValue(s.value, s.type, s.fixedSize,
-                                            lookup));
+    for (const Slot &s : call.slots) {
+      if (s.constant)
+        stack.push_back(*s.constant);
+      else if (s.isRef)
+        stack.push_back(lookup(s.ref));
+      else
+        stack.push_back(toIValue(s.value, s.type, s.fixedSize, lookup));
+    }
     call.op.callBoxed(&stack);
     bindResults(stack, call.results);
   }
@@ -604,8 +665,7 @@ struct Executor::Impl {
       else if (v.isBool())
         bind(at::scalar_tensor(v.toBool(), at::kBool));
       else if (!v.isNone())
-        throw std::runtime_error("cannot bind a result of type " +
-                                 v.tagKind());
+        throw std::runtime_error("cannot bind a result of type " + v.tagKind());
     }
     if (k < results.size())
       throw std::runtime_error("produced " + std::to_string(k) +
@@ -615,12 +675,12 @@ struct Executor::Impl {
 
   /// Shared by CallFunction and CallActor: refs checked, args converted
   /// untyped on the stream.
-  void callWith(const plan::Instruction &inst,
-                const google::protobuf::RepeatedPtrField<plan::Value> &args,
-                const google::protobuf::RepeatedField<int64_t> &res,
-                std::function<std::vector<at::Tensor>(
-                    const std::vector<c10::IValue> &)>
-                    fn) {
+  void callWith(
+      const plan::Instruction &inst,
+      const google::protobuf::RepeatedPtrField<plan::Value> &args,
+      const google::protobuf::RepeatedField<int64_t> &res,
+      std::function<std::vector<at::Tensor>(const std::vector<c10::IValue> &)>
+          fn) {
     std::vector<int64_t> results(res.begin(), res.end());
     std::string error;
     visitRefs(inst, [&](int64_t r, RefRole role) {
@@ -729,23 +789,24 @@ struct Executor::Impl {
     });
   }
 
-  // --- borrows (DESIGN.md §6.4) -----------------------------------------------
+  // --- borrows (DESIGN.md §6.4)
+  // -----------------------------------------------
 
   void borrowCreate(const plan::Instruction &inst) {
     const auto &bc = inst.borrow_create();
     std::vector<int64_t> outputs{bc.result()};
     if (borrows.count(bc.borrow()))
-      return failStatic(inst, "borrow " + std::to_string(bc.borrow()) +
-                                  " already exists",
-                        outputs);
+      return failStatic(
+          inst, "borrow " + std::to_string(bc.borrow()) + " already exists",
+          outputs);
     if (bc.from_stream() == inst.stream())
-      return failStatic(inst, "cannot borrow onto the stream that owns the "
-                              "tensor",
+      return failStatic(inst,
+                        "cannot borrow onto the stream that owns the "
+                        "tensor",
                         outputs);
     if (!streams.count(bc.from_stream()))
-      return failStatic(inst, "unknown stream " +
-                                  std::to_string(bc.from_stream()),
-                        outputs);
+      return failStatic(
+          inst, "unknown stream " + std::to_string(bc.from_stream()), outputs);
     if (std::string e = checkUse(bc.input(), bc.from_stream(), false);
         !e.empty())
       return failStatic(inst, e, outputs);
@@ -763,7 +824,7 @@ struct Executor::Impl {
                             " mutably: it is itself a read-only borrow",
                         outputs);
 
-    Borrow b{bc.borrow(), bc.input(), bc.result(), bc.from_stream(),
+    Borrow b{bc.borrow(),   bc.input(),    bc.result(), bc.from_stream(),
              inst.stream(), bc.mutable_(), inst.id()};
     if (b.isMutable) {
       origin.mutableBorrow = b.id;
@@ -795,8 +856,8 @@ struct Executor::Impl {
     b.phase = BorrowPhase::FirstUse;
     auto sync = b.sync;
     int64_t result = b.result;
-    InstPtr i = std::make_shared<const InstInfo>(
-        InstInfo{b.createdBy, b.to, "first use of borrow " + std::to_string(b.id)});
+    InstPtr i = std::make_shared<const InstInfo>(InstInfo{
+        b.createdBy, b.to, "first use of borrow " + std::to_string(b.id)});
     queue(b.to).push([this, sync, result, i] {
       if (sync->created.wait(options.timeout))
         table.set(result, sync->value);
@@ -820,7 +881,7 @@ struct Executor::Impl {
   }
 
   void borrowStep(const plan::Instruction &inst) {
-    int64_t id = inst.has_borrow_first_use() ? inst.borrow_first_use().borrow()
+    int64_t id = inst.has_borrow_first_use()  ? inst.borrow_first_use().borrow()
                  : inst.has_borrow_last_use() ? inst.borrow_last_use().borrow()
                                               : inst.borrow_drop().borrow();
     auto it = borrows.find(id);
@@ -828,21 +889,20 @@ struct Executor::Impl {
       return failStatic(inst, "unknown borrow " + std::to_string(id), {});
     Borrow &b = it->second;
     if (b.phase == BorrowPhase::Dropped)
-      return failStatic(inst, "borrow " + std::to_string(id) +
-                                  " was already dropped",
-                        {});
+      return failStatic(
+          inst, "borrow " + std::to_string(id) + " was already dropped", {});
     if (inst.has_borrow_first_use()) {
       if (b.phase != BorrowPhase::Created)
-        return failStatic(inst, "borrow " + std::to_string(id) +
-                                    " already had its first use",
-                          {});
+        return failStatic(
+            inst, "borrow " + std::to_string(id) + " already had its first use",
+            {});
       return firstUse(b);
     }
     if (inst.has_borrow_last_use()) {
       if (b.phase == BorrowPhase::LastUse)
-        return failStatic(inst, "borrow " + std::to_string(id) +
-                                    " already had its last use",
-                          {});
+        return failStatic(
+            inst, "borrow " + std::to_string(id) + " already had its last use",
+            {});
       return lastUse(b);
     }
     // Drop: the origin stream waits for the receiver's last use.
@@ -869,7 +929,8 @@ struct Executor::Impl {
     });
   }
 
-  // --- the rest -----------------------------------------------------------------
+  // --- the rest
+  // -----------------------------------------------------------------
 
   void deleteRefs(const plan::Instruction &inst) {
     std::vector<int64_t> gone;
@@ -940,14 +1001,15 @@ struct Executor::Impl {
     std::vector<int64_t> results(call.results().begin(), call.results().end());
     auto it = recordings.find(call.recording());
     if (it == recordings.end())
-      return failStatic(inst, "unknown recording " +
-                                  std::to_string(call.recording()),
+      return failStatic(inst,
+                        "unknown recording " + std::to_string(call.recording()),
                         results);
     const plan::Recording &rec = it->second;
     if (rec.formals_size() != call.actuals_size() ||
         rec.results_size() != call.results_size())
-      return failStatic(inst, "recording " + std::to_string(rec.id()) +
-                                  " called with the wrong number of refs",
+      return failStatic(inst,
+                        "recording " + std::to_string(rec.id()) +
+                            " called with the wrong number of refs",
                         results);
     std::unordered_map<int64_t, int64_t> rename;
     for (int k = 0; k < rec.formals_size(); ++k)
@@ -964,10 +1026,10 @@ struct Executor::Impl {
       locals.push_back(local);
       return local;
     };
-    std::string where = " (recording " + std::to_string(rec.id()) +
-                        ", called by instruction " + std::to_string(inst.id()) +
-                        (inst.location().empty() ? "" : " at " + inst.location()) +
-                        ")";
+    std::string where =
+        " (recording " + std::to_string(rec.id()) + ", called by instruction " +
+        std::to_string(inst.id()) +
+        (inst.location().empty() ? "" : " at " + inst.location()) + ")";
     for (const auto &body : rec.body()) {
       plan::Instruction copy = body;
       mapRefs(copy, map);
@@ -1026,6 +1088,7 @@ struct Executor::Impl {
   std::unordered_map<int64_t, std::string> dropped;
   std::unordered_map<int64_t, plan::Recording> recordings;
   std::unordered_map<std::string, c10::OperatorHandle> ops;
+  std::string opKey;
   int64_t nextLocalRef = -1;
 
   // Last: stream threads are joined first on destruction.
@@ -1048,8 +1111,13 @@ void Executor::submit(const plan::Instruction &instruction) {
 Status Executor::run(const plan::Program &program) {
   if (Status s = impl->declare(program); !s.ok())
     return s;
+  for (auto &[id, q] : impl->streams)
+    q->holdWakeups(true);
   for (const auto &inst : program.instructions())
     impl->submit(inst);
+  // Streams created by the program's instructions are in `streams` too.
+  for (auto &[id, q] : impl->streams)
+    q->holdWakeups(false);
   return Status::success();
 }
 

@@ -10,6 +10,7 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -83,6 +84,9 @@ public:
   explicit SerialQueue(std::string name);
   ~SerialQueue(); ///< Runs what is queued, then joins.
   void push(std::function<void()> task);
+  /// While held, push() does not wake a parked thread (a host submitting a
+  /// whole plan wakes it once at the end instead of once per instruction).
+  void holdWakeups(bool hold);
   /// Waits until the queue is empty and no task runs; false on timeout.
   bool waitIdle(std::chrono::milliseconds timeout);
   const std::string &name() const { return label; }
@@ -94,7 +98,10 @@ private:
   std::mutex mutex;
   std::condition_variable wake, idle;
   std::deque<std::function<void()>> tasks;
+  std::atomic<size_t> pending{0}; ///< queued tasks, readable without the lock
   bool running = false;
+  bool sleeping = false;
+  bool holding = false;
   bool stopping = false;
   std::thread thread;
 };
@@ -129,9 +136,10 @@ size_t memoryInUse();
 /// Communicators created once per key and cached (DESIGN.md §5).
 class CommunicatorCache {
 public:
-  Expected<std::shared_ptr<Communicator>>
-  get(CollectiveBackend &backend, const std::string &key,
-      const std::vector<int64_t> &ranks, int64_t self);
+  Expected<std::shared_ptr<Communicator>> get(CollectiveBackend &backend,
+                                              const std::string &key,
+                                              const std::vector<int64_t> &ranks,
+                                              int64_t self);
   /// Next point-to-point tag of a communicator (the same sequence on every
   /// member, since members issue its instructions in the same order).
   uint64_t nextTag(const std::string &key);
@@ -166,8 +174,7 @@ void runSend(const CollectiveEnv &env, const plan::SendTensor &send,
 /// Static checks of a reduce (the same on every rank): result shape and
 /// the §6.2 error rows. Empty string when valid.
 std::string checkReduce(const plan::Reduce &reduce, const mesh::MeshView &view);
-std::string checkSend(const mesh::MeshView &source,
-                      const mesh::MeshView &dest);
+std::string checkSend(const mesh::MeshView &source, const mesh::MeshView &dest);
 
 } // namespace monarch::tensor::detail
 

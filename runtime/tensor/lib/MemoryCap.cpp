@@ -17,7 +17,8 @@
 #include <cstring>
 #include <stdexcept>
 
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#if TORCH_VERSION_MAJOR > 2 ||                                                 \
+    (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
 #define MONARCH_ALLOCATE_CONST
 #define MONARCH_ALLOCATOR_HAS_COPY_DATA 1
 #else
@@ -40,11 +41,11 @@ public:
     size_t after = liveBytes.fetch_add(n) + n;
     if (cap != 0 && after > cap) {
       liveBytes.fetch_sub(n);
-      throw std::runtime_error(
-          "memory cap exceeded: allocating " + std::to_string(n) +
-          " bytes with " + std::to_string(after - n) +
-          " in use would pass the worker's cap of " + std::to_string(cap) +
-          " bytes");
+      throw std::runtime_error("memory cap exceeded: allocating " +
+                               std::to_string(n) + " bytes with " +
+                               std::to_string(after - n) +
+                               " in use would pass the worker's cap of " +
+                               std::to_string(cap) + " bytes");
     }
     c10::DataPtr base;
     try {
@@ -62,7 +63,8 @@ public:
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
 
 #ifdef MONARCH_ALLOCATOR_HAS_COPY_DATA
-  void copy_data(void *dest, const void *src, std::size_t count) const override {
+  void copy_data(void *dest, const void *src,
+                 std::size_t count) const override {
     std::memcpy(dest, src, count);
   }
 #endif

@@ -13,8 +13,6 @@
 
 namespace monarch::tensor {
 
-namespace {
-
 void visitValueRefs(const plan::Value &v, RefRole role,
                     const std::function<void(int64_t, RefRole)> &fn) {
   switch (v.kind_case()) {
@@ -37,6 +35,8 @@ void visitValueRefs(const plan::Value &v, RefRole role,
     break;
   }
 }
+
+namespace {
 
 void mapValueRefs(plan::Value &v, const std::function<int64_t(int64_t)> &fn) {
   switch (v.kind_case()) {
@@ -110,9 +110,8 @@ private:
                            view.error().message);
     for (int64_t r : view->ranks())
       if (r >= rootSize)
-        return Status::error("mesh " + std::to_string(m.id()) +
-                             " holds rank " + std::to_string(r) +
-                             " outside the root mesh");
+        return Status::error("mesh " + std::to_string(m.id()) + " holds rank " +
+                             std::to_string(r) + " outside the root mesh");
     meshes.emplace(m.id(), view.value());
     return Status::success();
   }
@@ -144,8 +143,8 @@ private:
     case plan::Instruction::kDefineRecording: {
       const auto &rec = inst.define_recording().recording();
       if (!recordings.emplace(rec.id(), &rec).second)
-        return fail(inst, "recording " + std::to_string(rec.id()) +
-                              " defined twice");
+        return fail(inst,
+                    "recording " + std::to_string(rec.id()) + " defined twice");
       std::unordered_set<int64_t> local(rec.formals().begin(),
                                         rec.formals().end());
       for (const auto &b : rec.body())
@@ -162,16 +161,15 @@ private:
       const auto &call = inst.call_recording();
       auto it = recordings.find(call.recording());
       if (it == recordings.end())
-        return fail(inst, "unknown recording " +
-                              std::to_string(call.recording()));
+        return fail(inst,
+                    "unknown recording " + std::to_string(call.recording()));
       if (it->second->formals_size() != call.actuals_size() ||
           it->second->results_size() != call.results_size())
-        return fail(inst, "recording " + std::to_string(call.recording()) +
-                              " takes " +
-                              std::to_string(it->second->formals_size()) +
-                              " actuals and " +
-                              std::to_string(it->second->results_size()) +
-                              " results");
+        return fail(
+            inst, "recording " + std::to_string(call.recording()) + " takes " +
+                      std::to_string(it->second->formals_size()) +
+                      " actuals and " +
+                      std::to_string(it->second->results_size()) + " results");
       break;
     }
     case plan::Instruction::kReduce: {
@@ -194,8 +192,8 @@ private:
     case plan::Instruction::kRankTensor:
       for (const auto &d : inst.rank_tensor().dims())
         if (!view.find(d))
-          return fail(inst, "unknown dim '" + d + "' of mesh " +
-                                view.shapeString());
+          return fail(inst,
+                      "unknown dim '" + d + "' of mesh " + view.shapeString());
       break;
     case plan::Instruction::kBorrowCreate:
       if (!streams.count(inst.borrow_create().from_stream()))
@@ -253,24 +251,42 @@ std::string opName(const plan::CallOp &op) {
 
 const char *kindName(const plan::Instruction &inst) {
   switch (inst.kind_case()) {
-  case plan::Instruction::kCreateMesh: return "create_mesh";
-  case plan::Instruction::kCreateStream: return "create_stream";
-  case plan::Instruction::kRankTensor: return "rank_tensor";
-  case plan::Instruction::kCallOp: return "call_op";
-  case plan::Instruction::kCallFunction: return "call_function";
-  case plan::Instruction::kReduce: return "reduce";
-  case plan::Instruction::kSendTensor: return "send_tensor";
-  case plan::Instruction::kBorrowCreate: return "borrow_create";
-  case plan::Instruction::kBorrowFirstUse: return "borrow_first_use";
-  case plan::Instruction::kBorrowLastUse: return "borrow_last_use";
-  case plan::Instruction::kBorrowDrop: return "borrow_drop";
-  case plan::Instruction::kDeleteRefs: return "delete_refs";
-  case plan::Instruction::kFetch: return "fetch";
-  case plan::Instruction::kRequestStatus: return "request_status";
-  case plan::Instruction::kDefineRecording: return "define_recording";
-  case plan::Instruction::kCallRecording: return "call_recording";
-  case plan::Instruction::kCallActor: return "call_actor";
-  case plan::Instruction::KIND_NOT_SET: return "unset";
+  case plan::Instruction::kCreateMesh:
+    return "create_mesh";
+  case plan::Instruction::kCreateStream:
+    return "create_stream";
+  case plan::Instruction::kRankTensor:
+    return "rank_tensor";
+  case plan::Instruction::kCallOp:
+    return "call_op";
+  case plan::Instruction::kCallFunction:
+    return "call_function";
+  case plan::Instruction::kReduce:
+    return "reduce";
+  case plan::Instruction::kSendTensor:
+    return "send_tensor";
+  case plan::Instruction::kBorrowCreate:
+    return "borrow_create";
+  case plan::Instruction::kBorrowFirstUse:
+    return "borrow_first_use";
+  case plan::Instruction::kBorrowLastUse:
+    return "borrow_last_use";
+  case plan::Instruction::kBorrowDrop:
+    return "borrow_drop";
+  case plan::Instruction::kDeleteRefs:
+    return "delete_refs";
+  case plan::Instruction::kFetch:
+    return "fetch";
+  case plan::Instruction::kRequestStatus:
+    return "request_status";
+  case plan::Instruction::kDefineRecording:
+    return "define_recording";
+  case plan::Instruction::kCallRecording:
+    return "call_recording";
+  case plan::Instruction::kCallActor:
+    return "call_actor";
+  case plan::Instruction::KIND_NOT_SET:
+    return "unset";
   }
   return "unknown";
 }
@@ -337,7 +353,8 @@ void visitRefs(const plan::Instruction &inst,
   }
 }
 
-void mapRefs(plan::Instruction &inst, const std::function<int64_t(int64_t)> &fn) {
+void mapRefs(plan::Instruction &inst,
+             const std::function<int64_t(int64_t)> &fn) {
   auto mapList = [&](auto *list) {
     for (auto &r : *list)
       r = fn(r);

@@ -1,4 +1,5 @@
-//===- Values.cpp - Plan values to IValues, tensors to bytes ---------------===//
+//===- Values.cpp - Plan values to IValues, tensors to bytes
+//---------------===//
 
 #include "Internal.h"
 
@@ -15,18 +16,30 @@ namespace monarch::tensor::detail {
 
 at::ScalarType toScalarType(plan::DType dtype) {
   switch (dtype) {
-  case plan::UINT8: return at::kByte;
-  case plan::INT8: return at::kChar;
-  case plan::INT16: return at::kShort;
-  case plan::INT32: return at::kInt;
-  case plan::INT64: return at::kLong;
-  case plan::FLOAT16: return at::kHalf;
-  case plan::FLOAT32: return at::kFloat;
-  case plan::FLOAT64: return at::kDouble;
-  case plan::BOOL: return at::kBool;
-  case plan::BFLOAT16: return at::kBFloat16;
-  case plan::COMPLEX64: return at::kComplexFloat;
-  case plan::COMPLEX128: return at::kComplexDouble;
+  case plan::UINT8:
+    return at::kByte;
+  case plan::INT8:
+    return at::kChar;
+  case plan::INT16:
+    return at::kShort;
+  case plan::INT32:
+    return at::kInt;
+  case plan::INT64:
+    return at::kLong;
+  case plan::FLOAT16:
+    return at::kHalf;
+  case plan::FLOAT32:
+    return at::kFloat;
+  case plan::FLOAT64:
+    return at::kDouble;
+  case plan::BOOL:
+    return at::kBool;
+  case plan::BFLOAT16:
+    return at::kBFloat16;
+  case plan::COMPLEX64:
+    return at::kComplexFloat;
+  case plan::COMPLEX128:
+    return at::kComplexDouble;
   default:
     throw std::runtime_error("unspecified or unknown dtype " +
                              std::to_string(static_cast<int>(dtype)));
@@ -35,18 +48,30 @@ at::ScalarType toScalarType(plan::DType dtype) {
 
 plan::DType toDType(at::ScalarType type) {
   switch (type) {
-  case at::kByte: return plan::UINT8;
-  case at::kChar: return plan::INT8;
-  case at::kShort: return plan::INT16;
-  case at::kInt: return plan::INT32;
-  case at::kLong: return plan::INT64;
-  case at::kHalf: return plan::FLOAT16;
-  case at::kFloat: return plan::FLOAT32;
-  case at::kDouble: return plan::FLOAT64;
-  case at::kBool: return plan::BOOL;
-  case at::kBFloat16: return plan::BFLOAT16;
-  case at::kComplexFloat: return plan::COMPLEX64;
-  case at::kComplexDouble: return plan::COMPLEX128;
+  case at::kByte:
+    return plan::UINT8;
+  case at::kChar:
+    return plan::INT8;
+  case at::kShort:
+    return plan::INT16;
+  case at::kInt:
+    return plan::INT32;
+  case at::kLong:
+    return plan::INT64;
+  case at::kHalf:
+    return plan::FLOAT16;
+  case at::kFloat:
+    return plan::FLOAT32;
+  case at::kDouble:
+    return plan::FLOAT64;
+  case at::kBool:
+    return plan::BOOL;
+  case at::kBFloat16:
+    return plan::BFLOAT16;
+  case at::kComplexFloat:
+    return plan::COMPLEX64;
+  case at::kComplexDouble:
+    return plan::COMPLEX128;
   default:
     throw std::runtime_error(std::string("dtype ") + c10::toString(type) +
                              " has no plan equivalent");
@@ -55,14 +80,13 @@ plan::DType toDType(at::ScalarType type) {
 
 at::Tensor fromTensorData(const plan::TensorData &data) {
   std::vector<int64_t> shape(data.shape().begin(), data.shape().end());
-  at::Tensor t = at::empty(shape, at::TensorOptions().dtype(
-                                      toScalarType(data.dtype())));
+  at::Tensor t =
+      at::empty(shape, at::TensorOptions().dtype(toScalarType(data.dtype())));
   size_t bytes = t.numel() * t.element_size();
   if (bytes != data.data().size())
-    throw std::runtime_error("tensor constant holds " +
-                             std::to_string(data.data().size()) +
-                             " bytes but its shape and dtype need " +
-                             std::to_string(bytes));
+    throw std::runtime_error(
+        "tensor constant holds " + std::to_string(data.data().size()) +
+        " bytes but its shape and dtype need " + std::to_string(bytes));
   if (bytes)
     std::memcpy(t.data_ptr(), data.data().data(), bytes);
   return t;
@@ -114,25 +138,31 @@ bool isNone(const plan::Value &v) {
 }
 
 [[noreturn]] void mismatch(const plan::Value &v, const c10::TypePtr &type) {
-  throw std::runtime_error("argument of kind '" +
-                           std::string(plan::Value::descriptor()
-                                           ->FindFieldByNumber(v.kind_case())
-                                           ->name()) +
-                           "' does not convert to schema type " +
-                           type->str());
+  throw std::runtime_error(
+      "argument of kind '" +
+      std::string(
+          plan::Value::descriptor()->FindFieldByNumber(v.kind_case())->name()) +
+      "' does not convert to schema type " + type->str());
 }
 
 c10::Scalar scalarOf(const plan::Value &v) {
   switch (v.kind_case()) {
-  case plan::Value::kIntValue: return c10::Scalar(v.int_value());
-  case plan::Value::kFloatValue: return c10::Scalar(v.float_value());
-  case plan::Value::kBoolValue: return c10::Scalar(v.bool_value());
+  case plan::Value::kIntValue:
+    return c10::Scalar(v.int_value());
+  case plan::Value::kFloatValue:
+    return c10::Scalar(v.float_value());
+  case plan::Value::kBoolValue:
+    return c10::Scalar(v.bool_value());
   case plan::Value::kScalar:
     switch (v.scalar().kind_case()) {
-    case plan::Scalar::kIntValue: return c10::Scalar(v.scalar().int_value());
-    case plan::Scalar::kFloatValue: return c10::Scalar(v.scalar().float_value());
-    case plan::Scalar::kBoolValue: return c10::Scalar(v.scalar().bool_value());
-    default: break;
+    case plan::Scalar::kIntValue:
+      return c10::Scalar(v.scalar().int_value());
+    case plan::Scalar::kFloatValue:
+      return c10::Scalar(v.scalar().float_value());
+    case plan::Scalar::kBoolValue:
+      return c10::Scalar(v.scalar().bool_value());
+    default:
+      break;
     }
     break;
   default:
@@ -143,11 +173,14 @@ c10::Scalar scalarOf(const plan::Value &v) {
 
 int64_t intOf(const plan::Value &v) {
   switch (v.kind_case()) {
-  case plan::Value::kIntValue: return v.int_value();
+  case plan::Value::kIntValue:
+    return v.int_value();
   case plan::Value::kDtype:
     return static_cast<int64_t>(toScalarType(v.dtype()));
-  case plan::Value::kLayout: return static_cast<int64_t>(v.layout());
-  case plan::Value::kMemoryFormat: return static_cast<int64_t>(v.memory_format());
+  case plan::Value::kLayout:
+    return static_cast<int64_t>(v.layout());
+  case plan::Value::kMemoryFormat:
+    return static_cast<int64_t>(v.memory_format());
   case plan::Value::kScalar:
     if (v.scalar().kind_case() == plan::Scalar::kIntValue)
       return v.scalar().int_value();
@@ -308,10 +341,14 @@ c10::IValue toIValue(const plan::Value &v, const c10::TypePtr &type,
 
 c10::IValue toIValue(const plan::Value &v, const RefLookup &lookup) {
   switch (v.kind_case()) {
-  case plan::Value::kIntValue: return v.int_value();
-  case plan::Value::kFloatValue: return v.float_value();
-  case plan::Value::kBoolValue: return v.bool_value();
-  case plan::Value::kStringValue: return v.string_value();
+  case plan::Value::kIntValue:
+    return v.int_value();
+  case plan::Value::kFloatValue:
+    return v.float_value();
+  case plan::Value::kBoolValue:
+    return v.bool_value();
+  case plan::Value::kStringValue:
+    return v.string_value();
   case plan::Value::kIntList:
     return c10::List<int64_t>(std::vector<int64_t>(
         v.int_list().values().begin(), v.int_list().values().end()));

@@ -40,7 +40,8 @@ int main(int argc, char **argv) {
     }
   auto program = loadPlanFile(args["--plan"]);
   if (!program.ok()) {
-    std::fprintf(stderr, "monarch-tensor-rank: %s\n", program.message().c_str());
+    std::fprintf(stderr, "monarch-tensor-rank: %s\n",
+                 program.message().c_str());
     return 2;
   }
   std::chrono::milliseconds timeout(

@@ -530,3 +530,27 @@ func.func @rank_wrong_mesh(%m: !monarch.mesh<gpu = 4>) {
   %r = "monarch.rank"(%m) <{dims = ["gpu"]}> : (!monarch.mesh<gpu = 4>) -> !monarch.tensor<i64, <gpu = 8>>
   return
 }
+
+// -----
+
+func.func @aten_list_too_long(%m: !monarch.mesh<gpu = 4>, %t: !monarch.tensor<4xf32, <gpu = 4>>) {
+  // expected-error @+1 {{argument #0 lists 9223372036854775807 tensors but the op has 1}}
+  "monarch.aten"(%t, %m) <{schema = "aten::cat", args = [#monarch.operand_list<9223372036854775807>, 0 : i64]}> : (!monarch.tensor<4xf32, <gpu = 4>>, !monarch.mesh<gpu = 4>) -> ()
+  return
+}
+
+// -----
+
+func.func @aten_bad_list_entry(%m: !monarch.mesh<gpu = 4>, %t: !monarch.tensor<4xf32, <gpu = 4>>) {
+  // expected-error @+1 {{expected a tensor operand or #monarch.none in a tensor list}}
+  %0 = monarch.aten "aten::index.Tensor"(%t, [%t, 1 : i64]) on %m : (!monarch.tensor<4xf32, <gpu = 4>>, !monarch.tensor<4xf32, <gpu = 4>>) -> !monarch.tensor<4xf32, <gpu = 4>>
+  return
+}
+
+// -----
+
+func.func @aten_optional_list_count(%m: !monarch.mesh<gpu = 4>, %t: !monarch.tensor<4xf32, <gpu = 4>>) {
+  // expected-error @+1 {{argument list names 2 tensor operands but the op has 1}}
+  "monarch.aten"(%t, %m) <{schema = "aten::index.Tensor", args = [#monarch.optional_operand_list<[true, false, true]>]}> : (!monarch.tensor<4xf32, <gpu = 4>>, !monarch.mesh<gpu = 4>) -> ()
+  return
+}

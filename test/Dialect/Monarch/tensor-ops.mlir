@@ -28,6 +28,13 @@ func.func @aten_args(%m: !monarch.mesh<gpu = 8>, %a: !monarch.tensor<4x4xf32, <g
   %5 = monarch.aten "aten::upsample_bilinear2d.vec"(%a, #monarch.none, false, array<f64: 2.0, 2.0>) on %m : (!monarch.tensor<4x4xf32, <gpu = 8>>) -> !monarch.tensor<8x8xf32, <gpu = 8>>
   // CHECK: monarch.aten "aten::split.Tensor"(%[[A]], 2 : i64, 0 : i64) on %[[M]] : (!monarch.tensor<4x4xf32, <gpu = 8>>) -> (!monarch.tensor<2x4xf32, <gpu = 8>>, !monarch.tensor<2x4xf32, <gpu = 8>>)
   %6:2 = monarch.aten "aten::split.Tensor"(%a, 2 : i64, 0 : i64) on %m : (!monarch.tensor<4x4xf32, <gpu = 8>>) -> (!monarch.tensor<2x4xf32, <gpu = 8>>, !monarch.tensor<2x4xf32, <gpu = 8>>)
+  // `Tensor?[]`: a tensor list with absent entries.
+  // CHECK: monarch.aten "aten::index.Tensor"(%[[A]], [#monarch.none, %[[B]]]) on %[[M]]
+  %7 = monarch.aten "aten::index.Tensor"(%a, [#monarch.none, %b]) on %m : (!monarch.tensor<4x4xf32, <gpu = 8>>, !monarch.tensor<4x4xf32, <gpu = 8>>) -> !monarch.tensor<4x4xf32, <gpu = 8>>
+  // CHECK: monarch.aten "aten::clone"(%[[A]], #monarch.memory_format<channels_last>) on %[[M]]
+  %8 = monarch.aten "aten::clone"(%a, #monarch.memory_format<channels_last>) on %m : (!monarch.tensor<4x4xf32, <gpu = 8>>) -> !monarch.tensor<4x4xf32, <gpu = 8>>
+  // CHECK: monarch.aten "aten::stack"([], 0 : i64) on %[[M]]
+  %9 = monarch.aten "aten::stack"([], 0 : i64) on %m : () -> !monarch.tensor<0xf32, <gpu = 8>>
   // An op with no distributed tensor names its mesh type.
   // CHECK: monarch.aten "aten::manual_seed"(0 : i64) on %[[M]] : () -> () in !monarch.mesh<gpu = 8>
   monarch.aten "aten::manual_seed"(0 : i64) on %m : () -> () in !monarch.mesh<gpu = 8>

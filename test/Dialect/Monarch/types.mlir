@@ -38,9 +38,11 @@ func.func private @default_stream(!monarch.tensor<4xf32, <gpu = 8>, stream = "">
 // CHECK-SAME: device = #monarch.device<"cuda:1">
 // CHECK-SAME: dtype = #monarch.dtype<bfloat16>
 // CHECK-SAME: layout = #monarch.layout<sparse_coo>
+// CHECK-SAME: memory_format = #monarch.memory_format<preserve_format>
 // CHECK-SAME: none = #monarch.none
 // CHECK-SAME: scalar = #monarch.scalar<true>
 func.func private @attrs() attributes {
   dtype = #monarch.dtype<bfloat16>, layout = #monarch.layout<sparse_coo>,
   device = #monarch.device<"cuda:1">, none = #monarch.none,
-  scalar = #monarch.scalar<true>, bool = #monarch.dtype<bool>}
+  scalar = #monarch.scalar<true>, bool = #monarch.dtype<bool>,
+  memory_format = #monarch.memory_format<preserve_format>}

@@ -24,5 +24,6 @@ func.func @f() -> !monarch.mesh<g = 4> {
 
 // HELP-DAG: --monarch-print-mesh-layout
 // HELP-DAG: --monarch-resolve-mesh-views
+// HELP-DAG: --monarch-verify-borrows
 // HELP-DAG: --split-input-file
 // HELP-DAG: --verify-diagnostics

@@ -103,7 +103,8 @@ Outcome runRanks(const std::string &planBytes) {
     ss << err.rdbuf();
     o.stderrs.push_back(ss.str());
     plan::RunReport report;
-    std::ifstream in(dir + "/" + std::to_string(r) + ".report", std::ios::binary);
+    std::ifstream in(dir + "/" + std::to_string(r) + ".report",
+                     std::ios::binary);
     if (in)
       report.ParseFromIstream(&in);
     o.reports.push_back(report);
@@ -169,12 +170,16 @@ int64_t lastId(const PlanBuilder &b) {
 }
 
 // Per-rank input: X(r) = arange(6).view(2,3) + 10 r.
-at::Tensor X(int r) { return at::arange(6, at::kFloat).view({2, 3}) + 10.f * r; }
+at::Tensor X(int r) {
+  return at::arange(6, at::kFloat).view({2, 3}) + 10.f * r;
+}
 int64_t makeX(PlanBuilder &b, int64_t mesh = 0) {
   int64_t r = b.rank(mesh, {});
-  int64_t r10 = b.op(mesh, "aten::mul", "Scalar", {val::ref(r), val::scalar(10)});
-  return b.op(mesh, "aten::add", "Tensor",
-              {constant(at::arange(6, at::kFloat).view({2, 3})), val::ref(r10)});
+  int64_t r10 =
+      b.op(mesh, "aten::mul", "Scalar", {val::ref(r), val::scalar(10)});
+  return b.op(
+      mesh, "aten::add", "Tensor",
+      {constant(at::arange(6, at::kFloat).view({2, 3})), val::ref(r10)});
 }
 
 // Communicators of the 2x2 mesh: over gpu {0,1},{2,3}; over host {0,2},{1,3}.
@@ -199,7 +204,8 @@ TEST(Collectives, EveryReduceRowMatchesLocalTorch) {
   f["min_all"] = b.fetch(0, b.reduce(0, x, m, {}, plan::MIN));
   f["max_all"] = b.fetch(0, b.reduce(0, x, m, {}, plan::MAX));
   f["prod_all"] = b.fetch(0, b.reduce(0, x, m, {}, plan::PRODUCT));
-  f["sum_scatter_gpu"] = b.fetch(0, b.reduce(0, x, m, {"gpu"}, plan::SUM, true));
+  f["sum_scatter_gpu"] =
+      b.fetch(0, b.reduce(0, x, m, {"gpu"}, plan::SUM, true));
   f["max_scatter_host"] =
       b.fetch(0, b.reduce(0, x, m, {"host"}, plan::MAX, true));
   f["stack_gpu"] = b.fetch(0, b.reduce(0, x, m, {"gpu"}, plan::STACK));
@@ -208,7 +214,10 @@ TEST(Collectives, EveryReduceRowMatchesLocalTorch) {
   // In place.
   int64_t x2 = b.op(0, "aten::clone", "", {val::ref(x)});
   b.reduce(0, x2, m, {"host"}, plan::SUM);
-  b.program().mutable_instructions(lastId(b) - 1)->mutable_reduce()->set_in_place(true);
+  b.program()
+      .mutable_instructions(lastId(b) - 1)
+      ->mutable_reduce()
+      ->set_in_place(true);
   f["inplace_host"] = b.fetch(0, x2);
   // out=.
   int64_t o = b.op(0, "aten::zeros", "", {val::ints({2, 3})});
@@ -220,7 +229,8 @@ TEST(Collectives, EveryReduceRowMatchesLocalTorch) {
   int64_t ri = b.rank(0, {});
   auto mi = meta(plan::INT64, {});
   f["avg_int"] = b.fetch(0, b.reduce(0, ri, mi, {}, plan::AVG));
-  int64_t ri1 = b.op(0, "aten::add", "Scalar", {val::ref(ri), val::scalarInt(1)});
+  int64_t ri1 =
+      b.op(0, "aten::add", "Scalar", {val::ref(ri), val::scalarInt(1)});
   f["prod_int_gpu"] = b.fetch(0, b.reduce(0, ri1, mi, {"gpu"}, plan::PRODUCT));
 
   Outcome out = runOk(b);
@@ -238,12 +248,15 @@ TEST(Collectives, EveryReduceRowMatchesLocalTorch) {
     at::Tensor all = at::stack({X(0), X(1), X(2), X(3)});
     EXPECT_TRUE(at::equal(value(out, r, f["sum_gpu"]), sumOf("gpu")));
     EXPECT_TRUE(at::allclose(value(out, r, f["avg_host"]), sumOf("host") / 2));
-    EXPECT_TRUE(at::equal(value(out, r, f["min_all"]), std::get<0>(all.min(0))));
-    EXPECT_TRUE(at::equal(value(out, r, f["max_all"]), std::get<0>(all.max(0))));
+    EXPECT_TRUE(
+        at::equal(value(out, r, f["min_all"]), std::get<0>(all.min(0))));
+    EXPECT_TRUE(
+        at::equal(value(out, r, f["max_all"]), std::get<0>(all.max(0))));
     EXPECT_TRUE(at::allclose(value(out, r, f["prod_all"]), all.prod(0)));
     EXPECT_TRUE(at::equal(value(out, r, f["sum_scatter_gpu"]),
                           sumOf("gpu")[indexIn(r, "gpu")]));
-    at::Tensor hostMax = at::max(X(group(r, "host")[0]), X(group(r, "host")[1]));
+    at::Tensor hostMax =
+        at::max(X(group(r, "host")[0]), X(group(r, "host")[1]));
     EXPECT_TRUE(at::equal(value(out, r, f["max_scatter_host"]),
                           hostMax[indexIn(r, "host")]));
     auto g = group(r, "gpu");
@@ -278,10 +291,16 @@ TEST(Collectives, ReduceErrorCasesFailEverywhereWithoutHanging) {
   // any failed in-place instruction: use a scratch copy.
   int64_t scratch = b.op(0, "aten::clone", "", {val::ref(x)});
   b.reduce(0, scratch, m, {"gpu"}, plan::SUM, true);
-  b.program().mutable_instructions(lastId(b) - 1)->mutable_reduce()->set_in_place(true);
+  b.program()
+      .mutable_instructions(lastId(b) - 1)
+      ->mutable_reduce()
+      ->set_in_place(true);
   cases.emplace_back(lastId(b), "only supported without scatter");
   b.reduce(0, scratch, m, {"gpu"}, plan::STACK);
-  b.program().mutable_instructions(lastId(b) - 1)->mutable_reduce()->set_in_place(true);
+  b.program()
+      .mutable_instructions(lastId(b) - 1)
+      ->mutable_reduce()
+      ->set_in_place(true);
   cases.emplace_back(lastId(b), "in-place stack");
   int64_t o = b.op(0, "aten::zeros", "", {val::ints({3})});
   int64_t bad = b.reduce(0, x, m, {"gpu"}, plan::SUM);
@@ -312,15 +331,16 @@ TEST(Collectives, ErroredInputTakesPartWithZeros) {
   int64_t r = b.rank(0, {});
   int64_t idx = b.op(0, "aten::reshape", "", {val::ref(r), val::ints({1})});
   // Index 2 and 3 are out of range: ranks 2 and 3 fail here.
-  int64_t sel = b.op(0, "aten::index_select", "",
-                     {constant(at::tensor({5.f, 7.f})), val::i(0), val::ref(idx)});
+  int64_t sel =
+      b.op(0, "aten::index_select", "",
+           {constant(at::tensor({5.f, 7.f})), val::i(0), val::ref(idx)});
   int64_t selId = lastId(b);
   int64_t red = b.reduce(0, sel, meta(plan::FLOAT32, {1}), {}, plan::SUM);
   int64_t redId = lastId(b);
   int64_t fred = b.fetch(0, red);
   int64_t ones = b.op(0, "aten::ones", "", {val::ints({1})});
-  int64_t fafter = b.fetch(0, b.reduce(0, ones, meta(plan::FLOAT32, {1}), {},
-                                       plan::SUM));
+  int64_t fafter =
+      b.fetch(0, b.reduce(0, ones, meta(plan::FLOAT32, {1}), {}, plan::SUM));
   Outcome out = runOk(b);
   ASSERT_EQ(out.reports.size(), size_t(kRanks));
   for (int k = 0; k < kRanks; ++k) {
@@ -403,7 +423,8 @@ TEST(Collectives, FetchFromEveryCoordinate) {
   std::map<int, int64_t> fetches;
   for (int h = 0; h < 2; ++h)
     for (int g = 0; g < 2; ++g) {
-      auto point = b.rootView().slice("host", h).value().slice("gpu", g).value();
+      auto point =
+          b.rootView().slice("host", h).value().slice("gpu", g).value();
       fetches[h * 2 + g] = b.fetch(b.mesh(point), x);
     }
   Outcome out = runOk(b);

@@ -141,20 +141,26 @@ TEST(Executor, AtenOpsBySchemaWithScalarsListsAndOptionals) {
                      {{"dtype", val::none()}});
   int64_t t = b.op(0, "aten::t", "", {val::ref(m)});
   int64_t mm = b.op(0, "aten::matmul", "", {val::ref(m), val::ref(t)});
-  int64_t idx = b.op(0, "aten::index", "Tensor",
-                     {val::ref(m), val::list({val::none(),
-                                              constant(at::tensor(
-                                                  {int64_t(2), int64_t(0)}))})});
+  int64_t idx =
+      b.op(0, "aten::index", "Tensor",
+           {val::ref(m),
+            val::list({val::none(),
+                       constant(at::tensor({int64_t(2), int64_t(0)}))})});
   int64_t cat = b.op(0, "aten::cat", "", {val::refs({m, m}), val::i(0)});
   int64_t split = b.op(0, "aten::split", "Tensor", {val::ref(m), val::i(1)}, 2);
-  int64_t full = b.op(0, "aten::full", "",
-                      {val::ints({2}), val::scalar(7.5)}, 1, 0,
-                      {{"dtype", val::dtype(plan::FLOAT64)},
-                       {"device", val::device("cpu")}});
+  int64_t full = b.op(
+      0, "aten::full", "", {val::ints({2}), val::scalar(7.5)}, 1, 0,
+      {{"dtype", val::dtype(plan::FLOAT64)}, {"device", val::device("cpu")}});
   std::map<std::string, int64_t> f;
-  for (auto [name, ref] : std::vector<std::pair<std::string, int64_t>>{
-           {"s", s}, {"sum", sum}, {"mm", mm}, {"idx", idx}, {"cat", cat},
-           {"split0", split}, {"split1", split + 1}, {"full", full}})
+  for (auto [name, ref] :
+       std::vector<std::pair<std::string, int64_t>>{{"s", s},
+                                                    {"sum", sum},
+                                                    {"mm", mm},
+                                                    {"idx", idx},
+                                                    {"cat", cat},
+                                                    {"split0", split},
+                                                    {"split1", split + 1},
+                                                    {"full", full}})
     f[name] = b.fetch(0, ref);
   Harness h;
   h.run(b);
@@ -164,8 +170,9 @@ TEST(Executor, AtenOpsBySchemaWithScalarsListsAndOptionals) {
   EXPECT_TRUE(at::equal(h.value(f["s"]), M * 3));
   EXPECT_TRUE(at::equal(h.value(f["sum"]), (M * 3).sum({1}, true)));
   EXPECT_TRUE(at::allclose(h.value(f["mm"]), at::matmul(M, M.t())));
-  EXPECT_TRUE(at::equal(h.value(f["idx"]),
-                        M.index({at::indexing::Slice(), at::tensor({int64_t(2), int64_t(0)})})));
+  EXPECT_TRUE(at::equal(
+      h.value(f["idx"]),
+      M.index({at::indexing::Slice(), at::tensor({int64_t(2), int64_t(0)})})));
   EXPECT_TRUE(at::equal(h.value(f["cat"]), at::cat({M, M}, 0)));
   EXPECT_TRUE(at::equal(h.value(f["split0"]), M.split(1)[0]));
   EXPECT_TRUE(at::equal(h.value(f["split1"]), M.split(1)[1]));
@@ -257,8 +264,10 @@ TEST(Executor, BadCallsFailTheirInstructionOnly) {
     auto f = h.failuresFor(id);
     return f.size() == 1 ? f[0].message() : std::string("<none>");
   };
-  EXPECT_NE(msg(i1).find("unknown operator aten::no_such_op"), std::string::npos);
-  EXPECT_NE(msg(i2).find("takes 1 arguments but 2 were given"), std::string::npos);
+  EXPECT_NE(msg(i1).find("unknown operator aten::no_such_op"),
+            std::string::npos);
+  EXPECT_NE(msg(i2).find("takes 1 arguments but 2 were given"),
+            std::string::npos);
   EXPECT_NE(msg(i3).find("no argument 'bogus'"), std::string::npos);
   EXPECT_NE(msg(i4).find("missing argument 'other'"), std::string::npos);
   EXPECT_NE(msg(i5).find("argument 'dim'"), std::string::npos) << msg(i5);
@@ -343,7 +352,8 @@ bool flag = false;
 RegisterFunction waitFlag("test.wait_flag", [](const auto &) {
   std::unique_lock<std::mutex> lock(flagMutex);
   if (!flagCv.wait_for(lock, seconds(5), [] { return flag; }))
-    throw std::runtime_error("flag never set: streams did not run concurrently");
+    throw std::runtime_error(
+        "flag never set: streams did not run concurrently");
   return std::vector<at::Tensor>{at::ones({1})};
 });
 RegisterFunction setFlag("test.set_flag", [](const auto &) {
@@ -354,13 +364,15 @@ RegisterFunction setFlag("test.set_flag", [](const auto &) {
   flagCv.notify_all();
   return std::vector<at::Tensor>{};
 });
-RegisterFunction slowFill("test.slow_fill", [](const std::vector<c10::IValue> &a) {
-  std::this_thread::sleep_for(milliseconds(50)); // widen the race window
-  a.at(0).toTensor().fill_(a.at(1).toDouble());
-  return std::vector<at::Tensor>{};
-});
+RegisterFunction
+    slowFill("test.slow_fill", [](const std::vector<c10::IValue> &a) {
+      std::this_thread::sleep_for(milliseconds(50)); // widen the race window
+      a.at(0).toTensor().fill_(a.at(1).toDouble());
+      return std::vector<at::Tensor>{};
+    });
 
-plan::Instruction &callFn(PlanBuilder &b, int64_t stream, const std::string &name,
+plan::Instruction &callFn(PlanBuilder &b, int64_t stream,
+                          const std::string &name,
                           std::vector<plan::Value> args = {},
                           std::vector<int64_t> results = {}) {
   auto &inst = b.add(0, stream);
@@ -434,8 +446,9 @@ TEST(Borrows, ReadOnlyBorrowStateMachine) {
     auto &fu = b.add(0, s1);
     fu.mutable_borrow_first_use()->set_borrow(1);
   }
-  int64_t y = b.op(0, "aten::mul", "Scalar", {val::ref(br.result), val::scalar(3)},
-                   1, s1); // read on the receiver: fine
+  int64_t y =
+      b.op(0, "aten::mul", "Scalar", {val::ref(br.result), val::scalar(3)}, 1,
+           s1); // read on the receiver: fine
   int64_t fy = b.fetch(0, y, s1);
   int64_t z = b.op(0, "aten::neg", "", {val::ref(x)}); // origin reads: fine
   int64_t fz = b.fetch(0, z);
@@ -506,8 +519,9 @@ TEST(Borrows, MutableBorrowTakesAllAccessUntilDrop) {
   ASSERT_EQ(f2.size(), 1u);
   EXPECT_NE(f2[0].message().find("BORROWED"), std::string::npos);
   ASSERT_EQ(f3.size(), 1u);
-  EXPECT_NE(f3[0].message().find("mutably: it is borrowed read-only (borrow 9)"),
-            std::string::npos)
+  EXPECT_NE(
+      f3[0].message().find("mutably: it is borrowed read-only (borrow 9)"),
+      std::string::npos)
       << f3[0].message();
   // The receiver's in-place change is visible to the origin after the drop.
   EXPECT_TRUE(at::equal(h.value(fx), at::full({2}, 4.f)));
@@ -622,6 +636,30 @@ TEST(Executor, StatusRepliesAfterEarlierWorkAndDeleteFrees) {
   h.run(c, /*validate=*/false);
   ASSERT_EQ(h.failures.size(), 1u);
   EXPECT_NE(h.failures[0].message().find("is not defined"), std::string::npos);
+}
+
+TEST(Executor, ReduceDimErrorsAndMissingBackendFailCleanly) {
+  ExecutorOptions o;
+  o.rootShape = {{"host", 2}, {"gpu", 2}};
+  PlanBuilder b({{"host", 2}, {"gpu", 2}});
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({2})});
+  auto m = meta(plan::FLOAT32, {2});
+  b.reduce(0, x, m, {"tp"}, plan::SUM);
+  int64_t unknown = Harness::last(b);
+  b.reduce(0, x, m, {"gpu", "gpu"}, plan::SUM);
+  int64_t repeated = Harness::last(b);
+  int64_t r = b.reduce(0, x, m, {"gpu"}, plan::SUM);
+  int64_t noBackend = Harness::last(b);
+  int64_t fr = b.fetch(0, r);
+  Harness h(o);
+  h.run(b, /*validate=*/false); // the loader would refuse the first two
+  ASSERT_EQ(h.failuresFor(unknown).size(), 1u);
+  EXPECT_NE(h.failuresFor(unknown)[0].message().find("tp"), std::string::npos);
+  ASSERT_EQ(h.failuresFor(repeated).size(), 1u);
+  ASSERT_EQ(h.failuresFor(noBackend).size(), 1u);
+  EXPECT_NE(h.failuresFor(noBackend)[0].message().find("no collective backend"),
+            std::string::npos);
+  EXPECT_EQ(h.error(fr).instruction(), noBackend);
 }
 
 RegisterFunction twice("test.twice", [](const std::vector<c10::IValue> &a) {

@@ -1,7 +1,7 @@
 //===- PlanTest.cpp - Plan loading, validation and the Gloo backend -------===//
 
-#include "monarch/tensor/Collectives.h"
 #include "monarch/tensor/Plan.h"
+#include "monarch/tensor/Collectives.h"
 #include "monarch/tensor/PlanBuilder.h"
 
 #include <gtest/gtest.h>
@@ -28,9 +28,9 @@ PlanBuilder smallPlan() {
 }
 
 std::string tempDir(const std::string &name) {
-  fs::path p = fs::temp_directory_path() /
-               (name + "-" + std::to_string(::getpid()) + "-" +
-                std::to_string(std::rand()));
+  fs::path p =
+      fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()) +
+                                   "-" + std::to_string(std::rand()));
   fs::create_directories(p);
   return p.string();
 }
@@ -67,7 +67,8 @@ TEST(Plan, FutureVersionIsRefusedWithAClearMessage) {
   b.program().set_version(kPlanVersion + 1);
   auto loaded = loadPlan(b.serialize());
   ASSERT_FALSE(loaded.ok());
-  EXPECT_NE(loaded.message().find("version " + std::to_string(kPlanVersion + 1) +
+  EXPECT_NE(loaded.message().find("version " +
+                                  std::to_string(kPlanVersion + 1) +
                                   " is newer than this runtime supports"),
             std::string::npos)
       << loaded.message();
@@ -172,8 +173,7 @@ TEST(Plan, RecordingsAreCheckedAgainstTheirCalls) {
 
 TEST(Plan, MapRefsRenamesEveryRef) {
   PlanBuilder b({{"x", 1}});
-  int64_t x = b.op(0, "aten::cat", "",
-                   {val::refs({1, 2}), val::i(0)}, 1, 0,
+  int64_t x = b.op(0, "aten::cat", "", {val::refs({1, 2}), val::i(0)}, 1, 0,
                    {{"out", val::optional(val::ref(3))}});
   (void)x;
   plan::Instruction inst = b.program().instructions(0);
@@ -219,13 +219,16 @@ template <typename Fn> void onRanks(int n, Fn fn) {
 TEST(Gloo, AllreduceKindsAndDtypes) {
   onRanks(3, [](int r, Communicator &c) {
     std::vector<float> f{float(r + 1), float(-r)};
-    ASSERT_TRUE(c.allreduce({f.data(), 2, plan::FLOAT32}, ReduceKind::Sum).ok());
+    ASSERT_TRUE(
+        c.allreduce({f.data(), 2, plan::FLOAT32}, ReduceKind::Sum).ok());
     EXPECT_EQ(f, (std::vector<float>{6, -3}));
     std::vector<int64_t> i{r + 2};
-    ASSERT_TRUE(c.allreduce({i.data(), 1, plan::INT64}, ReduceKind::Product).ok());
+    ASSERT_TRUE(
+        c.allreduce({i.data(), 1, plan::INT64}, ReduceKind::Product).ok());
     EXPECT_EQ(i[0], 2 * 3 * 4);
     std::vector<double> m{double(r)};
-    ASSERT_TRUE(c.allreduce({m.data(), 1, plan::FLOAT64}, ReduceKind::Max).ok());
+    ASSERT_TRUE(
+        c.allreduce({m.data(), 1, plan::FLOAT64}, ReduceKind::Max).ok());
     EXPECT_EQ(m[0], 2.0);
     std::vector<int32_t> mn{10 - r};
     ASSERT_TRUE(c.allreduce({mn.data(), 1, plan::INT32}, ReduceKind::Min).ok());
@@ -240,19 +243,20 @@ TEST(Gloo, GatherScatterAlltoallAndPointToPoint) {
   onRanks(2, [](int r, Communicator &c) {
     std::vector<int32_t> in{r * 10, r * 10 + 1};
     std::vector<int32_t> out(4);
-    ASSERT_TRUE(c.allgather({in.data(), 2, plan::INT32},
-                            {out.data(), 4, plan::INT32})
-                    .ok());
+    ASSERT_TRUE(
+        c.allgather({in.data(), 2, plan::INT32}, {out.data(), 4, plan::INT32})
+            .ok());
     EXPECT_EQ(out, (std::vector<int32_t>{0, 1, 10, 11}));
     std::vector<int32_t> a2a(2);
-    ASSERT_TRUE(c.alltoall({in.data(), 2, plan::INT32},
-                           {a2a.data(), 2, plan::INT32})
-                    .ok());
+    ASSERT_TRUE(
+        c.alltoall({in.data(), 2, plan::INT32}, {a2a.data(), 2, plan::INT32})
+            .ok());
     EXPECT_EQ(a2a, (std::vector<int32_t>{r, 10 + r}));
     std::vector<float> rs{1.f + r, 2.f + r};
     std::vector<float> mine(1);
     ASSERT_TRUE(c.reduceScatter({rs.data(), 2, plan::FLOAT32},
-                                {mine.data(), 1, plan::FLOAT32}, ReduceKind::Sum)
+                                {mine.data(), 1, plan::FLOAT32},
+                                ReduceKind::Sum)
                     .ok());
     EXPECT_EQ(mine[0], r == 0 ? 3.f : 5.f);
     // Both ranks send and receive at once: must not deadlock.

@@ -383,13 +383,36 @@ parseArgList(OpAsmParser &p,
               return success();
             }
             if (succeeded(p.parseOptionalLSquare())) {
-              size_t before = operands.size();
+              // `Tensor[]`, or `Tensor?[]` when some entry is #monarch.none.
+              SmallVector<bool> present;
               if (failed(p.parseOptionalRSquare())) {
-                if (p.parseOperandList(operands) || p.parseRSquare())
+                do {
+                  OptionalParseResult r = p.parseOptionalOperand(operand);
+                  if (r.has_value()) {
+                    if (failed(*r))
+                      return failure();
+                    operands.push_back(operand);
+                    present.push_back(true);
+                    continue;
+                  }
+                  SMLoc loc = p.getCurrentLocation();
+                  Attribute none;
+                  if (p.parseAttribute(none))
+                    return failure();
+                  if (!isa<NoneAttr>(none))
+                    return p.emitError(loc, "expected a tensor operand or "
+                                            "#monarch.none in a tensor list");
+                  present.push_back(false);
+                } while (succeeded(p.parseOptionalComma()));
+                if (p.parseRSquare())
                   return failure();
               }
-              list.push_back(OperandListAttr::get(
-                  ctx, static_cast<int64_t>(operands.size() - before)));
+              if (llvm::all_of(present, [](bool b) { return b; }))
+                list.push_back(OperandListAttr::get(
+                    ctx, static_cast<int64_t>(present.size())));
+              else
+                list.push_back(OptionalOperandListAttr::get(
+                    ctx, DenseBoolArrayAttr::get(ctx, present)));
               return success();
             }
             Attribute attr;
@@ -418,6 +441,21 @@ static void printArgList(OpAsmPrinter &p, OperandRange operands,
         p.printOperands(operands.slice(next, n));
         p << "]";
         next += n;
+        return;
+      }
+    }
+    if (auto l = dyn_cast<OptionalOperandListAttr>(a)) {
+      ArrayRef<bool> present = l.getPresent().asArrayRef();
+      size_t n = llvm::count(present, true);
+      if (next + n <= operands.size()) {
+        p << "[";
+        llvm::interleaveComma(present, p, [&](bool isPresent) {
+          if (isPresent)
+            p << operands[next++];
+          else
+            p << NoneAttr::get(a.getContext());
+        });
+        p << "]";
         return;
       }
     }
@@ -594,12 +632,25 @@ static LogicalResult verifyArgList(Operation *op, ArrayAttr args,
     if (auto l = dyn_cast<OperandListAttr>(a)) {
       if (l.getCount() < 0)
         return op->emitOpError("argument #") << i << ": negative list size";
+      // Bounded by the operand count, so the sum cannot overflow.
+      if (l.getCount() > static_cast<int64_t>(numTensors))
+        return op->emitOpError("argument #")
+               << i << " lists " << l.getCount() << " tensors but the op has "
+               << numTensors;
       placeholders += l.getCount();
+      continue;
+    }
+    if (auto l = dyn_cast<OptionalOperandListAttr>(a)) {
+      if (!l.getPresent())
+        return op->emitOpError("argument #") << i << ": missing entries";
+      placeholders += llvm::count(l.getPresent().asArrayRef(), true);
+      if (placeholders > static_cast<int64_t>(numTensors))
+        break;
       continue;
     }
     if (isa<IntegerAttr, FloatAttr, BoolAttr, StringAttr, DenseI64ArrayAttr,
             DenseF64ArrayAttr, DenseBoolArrayAttr, DTypeAttr, DeviceAttr,
-            TorchLayoutAttr, NoneAttr, ScalarAttr>(a))
+            TorchLayoutAttr, MemoryFormatAttr, NoneAttr, ScalarAttr>(a))
       continue;
     return op->emitOpError("argument #")
            << i << " is not a kind ATen accepts: " << a;

@@ -116,7 +116,8 @@ LogicalResult DTensorType::verify(function_ref<InFlightDiagnostic()> emitError,
   if (!local || !mesh)
     return emitError() << "distributed tensor needs a local type and a mesh";
   if (local.getEncoding())
-    return emitError() << "distributed tensor's local type has no encoding";
+    return emitError() << "the local type of a distributed tensor must not "
+                          "have an encoding";
   return success();
 }
 

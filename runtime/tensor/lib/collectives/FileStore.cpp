@@ -20,8 +20,8 @@ std::string FileStore::pathOf(const std::string &key) const {
   // Keys contain '/' and ':'; keep file names flat and portable.
   std::string name;
   for (char c : key)
-    name += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
-             c == '.')
+    name += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+             c == '_' || c == '.')
                 ? c
                 : '_';
   // Distinct keys must not collide after escaping.

@@ -192,14 +192,12 @@ public:
       }
       for (size_t i = 0; i < out.size(); ++i)
         if (!out[i]->waitSend(timeout))
-          throw std::runtime_error("send to peer " +
-                                   std::to_string(sends[i].peer) +
-                                   " timed out");
+          throw std::runtime_error(
+              "send to peer " + std::to_string(sends[i].peer) + " timed out");
       for (size_t i = 0; i < in.size(); ++i)
         if (!in[i]->waitRecv(timeout))
-          throw std::runtime_error("recv from peer " +
-                                   std::to_string(recvs[i].peer) +
-                                   " timed out");
+          throw std::runtime_error(
+              "recv from peer " + std::to_string(recvs[i].peer) + " timed out");
     });
   }
 

@@ -28,16 +28,24 @@ namespace {
 
 Expected<ncclDataType_t> ncclType(plan::DType dtype) {
   switch (dtype) {
-  case plan::FLOAT32: return ncclFloat32;
-  case plan::FLOAT64: return ncclFloat64;
-  case plan::FLOAT16: return ncclFloat16;
+  case plan::FLOAT32:
+    return ncclFloat32;
+  case plan::FLOAT64:
+    return ncclFloat64;
+  case plan::FLOAT16:
+    return ncclFloat16;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
-  case plan::BFLOAT16: return ncclBfloat16;
+  case plan::BFLOAT16:
+    return ncclBfloat16;
 #endif
-  case plan::INT32: return ncclInt32;
-  case plan::INT64: return ncclInt64;
-  case plan::INT8: return ncclInt8;
-  case plan::UINT8: return ncclUint8;
+  case plan::INT32:
+    return ncclInt32;
+  case plan::INT64:
+    return ncclInt64;
+  case plan::INT8:
+    return ncclInt8;
+  case plan::UINT8:
+    return ncclUint8;
   default:
     return Status::error("nccl: unsupported dtype " + plan::DType_Name(dtype));
   }
@@ -45,10 +53,14 @@ Expected<ncclDataType_t> ncclType(plan::DType dtype) {
 
 ncclRedOp_t ncclOp(ReduceKind kind) {
   switch (kind) {
-  case ReduceKind::Sum: return ncclSum;
-  case ReduceKind::Product: return ncclProd;
-  case ReduceKind::Min: return ncclMin;
-  case ReduceKind::Max: return ncclMax;
+  case ReduceKind::Sum:
+    return ncclSum;
+  case ReduceKind::Product:
+    return ncclProd;
+  case ReduceKind::Min:
+    return ncclMin;
+  case ReduceKind::Max:
+    return ncclMax;
   }
   return ncclSum;
 }
@@ -97,9 +109,8 @@ public:
     return finish(ncclGroupEnd());
   }
   Status broadcast(Buffer b, int root) override {
-    return finish(ncclBroadcast(b.data, b.data,
-                                b.count * elementSize(b.dtype), ncclUint8,
-                                root, comm, stream));
+    return finish(ncclBroadcast(b.data, b.data, b.count * elementSize(b.dtype),
+                                ncclUint8, root, comm, stream));
   }
   Status sendRecv(const std::vector<PeerBuffer> &sends,
                   const std::vector<PeerBuffer> &recvs, uint64_t) override {
@@ -117,7 +128,8 @@ private:
   /// Waits for the enqueued work, bounded by the timeout.
   Status finish(ncclResult_t launched) {
     if (launched != ncclSuccess)
-      return Status::error(std::string("nccl: ") + ncclGetErrorString(launched));
+      return Status::error(std::string("nccl: ") +
+                           ncclGetErrorString(launched));
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
       cudaError_t q = cudaStreamQuery(stream);
@@ -176,11 +188,12 @@ public:
       std::memcpy(&id, bytes.value().data(), sizeof(id));
     }
     cudaStream_t stream;
-    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) !=
+        cudaSuccess)
       return Status::error("cuda: cannot create a stream");
     ncclComm_t comm;
-    if (ncclResult_t r = ncclCommInitRank(&comm, static_cast<int>(ranks.size()),
-                                          id, index);
+    if (ncclResult_t r =
+            ncclCommInitRank(&comm, static_cast<int>(ranks.size()), id, index);
         r != ncclSuccess) {
       cudaStreamDestroy(stream);
       return Status::error(std::string("nccl: ") + ncclGetErrorString(r));
@@ -202,7 +215,8 @@ bool ncclAvailable() {
 }
 
 std::shared_ptr<CollectiveBackend>
-makeNcclBackend(std::shared_ptr<Store> store, std::chrono::milliseconds timeout) {
+makeNcclBackend(std::shared_ptr<Store> store,
+                std::chrono::milliseconds timeout) {
   return std::make_shared<NcclBackend>(std::move(store), timeout);
 }
 

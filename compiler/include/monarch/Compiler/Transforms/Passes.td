@@ -51,4 +51,40 @@ def PrintMeshLayout : Pass<"monarch-print-mesh-layout"> {
   }];
 }
 
+def VerifyBorrows : Pass<"monarch-verify-borrows"> {
+  let summary = "Check the borrow rules of DESIGN.md §6.4 statically";
+  let description = [{
+    For each `monarch.borrow`, within its block and up to its
+    `monarch.borrow_drop` (or the end of the block when it is never dropped),
+    reports as errors, with Monarch's categories:
+
+    - `BORROWED`: a use of the origin tensor while it is borrowed mutably;
+    - `DROPPED`: a use of the borrowed tensor after the drop;
+    - `would be mutated`: a mutation of the origin or of the borrowed tensor
+      while the borrow is read-only (a `monarch.reduce ... inplace` or `into`,
+      or an in-place ATen op, whose name ends in `_`: `aten::add_.Tensor`);
+    - a mutable borrow of a tensor that is borrowed read-only;
+    - borrow events out of order (first use after last use, any event after
+      the drop, a second drop).
+
+    Uses inside nested regions count at the position of their ancestor op in
+    the borrow's block. Aliasing through in-place results (a later SSA value of
+    the same storage) is not tracked.
+
+    Input:
+    ```mlir
+    %t2, %b = monarch.borrow %t to %s mutable : !monarch.tensor<4xf32, <gpu = 8>>
+        -> !monarch.tensor<4xf32, <gpu = 8>, stream = "comm">
+    %x = monarch.aten "aten::neg"(%t) on %m : ...   // origin used: BORROWED
+    monarch.borrow_drop %b
+    %y = monarch.aten "aten::neg"(%t2) on %m : ...  // borrowed used: DROPPED
+    ```
+    Diagnostics:
+    ```
+    error: BORROWED: operand #0 is mutably borrowed by stream "comm" until its drop
+    error: DROPPED: operand #0 is a borrowed tensor used after its borrow was dropped
+    ```
+  }];
+}
+
 #endif // MONARCH_COMPILER_PASSES_TD

@@ -33,8 +33,8 @@ namespace monarch {
 
 /// Where an actor lives; set before its constructor runs.
 struct ActorContext {
-  std::string mesh;     ///< actor mesh name
-  uint32_t rank = 0;    ///< rank in the actor mesh
+  std::string mesh;  ///< actor mesh name
+  uint32_t rank = 0; ///< rank in the actor mesh
   uint32_t procRank = 0;
   std::string procId;
 };
@@ -55,10 +55,9 @@ public:
 struct ActorClassInfo {
   using Factory = std::function<std::unique_ptr<Actor>(const proto::Value &,
                                                        const PayloadList &)>;
-  using Handler = std::function<void(Actor &, const proto::Value &args,
-                                     const PayloadList &argPayloads,
-                                     proto::Value &result,
-                                     PayloadList &resultPayloads)>;
+  using Handler = std::function<void(
+      Actor &, const proto::Value &args, const PayloadList &argPayloads,
+      proto::Value &result, PayloadList &resultPayloads)>;
   std::string name;
   Factory factory;
   std::unordered_map<std::string, Handler> endpoints;
@@ -98,17 +97,16 @@ public:
 
   template <typename R, typename... Args>
   ActorClass &endpoint(const std::string &name, R (A::*method)(Args...)) {
-    info.endpoints[name] = makeHandler<R, Args...>(
-        [method](A &self, auto &&...a) -> R {
+    info.endpoints[name] =
+        makeHandler<R, Args...>([method](A &self, auto &&...a) -> R {
           return (self.*method)(std::forward<decltype(a)>(a)...);
         });
     return *this;
   }
   template <typename R, typename... Args>
-  ActorClass &endpoint(const std::string &name,
-                       R (A::*method)(Args...) const) {
-    info.endpoints[name] = makeHandler<R, Args...>(
-        [method](A &self, auto &&...a) -> R {
+  ActorClass &endpoint(const std::string &name, R (A::*method)(Args...) const) {
+    info.endpoints[name] =
+        makeHandler<R, Args...>([method](A &self, auto &&...a) -> R {
           return (self.*method)(std::forward<decltype(a)>(a)...);
         });
     return *this;

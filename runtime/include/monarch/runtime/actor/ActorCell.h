@@ -39,7 +39,8 @@ struct HandlerResult {
 
 using ReplySink = std::function<void(HandlerResult &&)>;
 /// Called once when the actor stops because a fire-and-forget handler failed.
-using StopObserver = std::function<void(const ActorContext &, const std::string &reason)>;
+using StopObserver =
+    std::function<void(const ActorContext &, const std::string &reason)>;
 
 class ActorCell : public std::enable_shared_from_this<ActorCell> {
 public:

@@ -77,8 +77,8 @@ public:
 
   /// Blocks until completed or `timeout` passes (then a Timeout error; the
   /// future stays pending and may still complete later).
-  Expected<T> get(std::chrono::milliseconds timeout =
-                      std::chrono::seconds(60)) const {
+  Expected<T>
+  get(std::chrono::milliseconds timeout = std::chrono::seconds(60)) const {
     std::unique_lock<std::mutex> lock(state->mu);
     if (!state->cv.wait_for(lock, timeout,
                             [&] { return state->outcome.has_value(); }))

@@ -70,8 +70,8 @@ template <> struct ValueCodec<bool> {
 };
 
 template <typename T>
-struct ValueCodec<T, std::enable_if_t<std::is_integral_v<T> &&
-                                      !std::is_same_v<T, bool>>> {
+struct ValueCodec<
+    T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>>> {
   static void encode(T v, proto::Value &out, PayloadList &) {
     out.set_int_value(static_cast<int64_t>(v));
   }
@@ -191,9 +191,9 @@ template <typename T> struct ValueCodec<std::optional<T>> {
 
 /// Any protobuf message travels as its serialized bytes.
 template <typename T>
-struct ValueCodec<T, std::enable_if_t<std::is_base_of_v<
-                         google::protobuf::MessageLite, T> &&
-                                      !std::is_same_v<T, proto::Value>>> {
+struct ValueCodec<
+    T, std::enable_if_t<std::is_base_of_v<google::protobuf::MessageLite, T> &&
+                        !std::is_same_v<T, proto::Value>>> {
   static void encode(const T &v, proto::Value &out, PayloadList &) {
     out.set_bytes_value(v.SerializeAsString());
   }
@@ -227,9 +227,9 @@ proto::Value encodeArgs(PayloadList &payloads, const Args &...args) {
 }
 
 template <typename... Args, size_t... I>
-std::tuple<std::decay_t<Args>...>
-decodeArgsImpl(const proto::Value &in, const PayloadList &payloads,
-               std::index_sequence<I...>) {
+std::tuple<std::decay_t<Args>...> decodeArgsImpl(const proto::Value &in,
+                                                 const PayloadList &payloads,
+                                                 std::index_sequence<I...>) {
   return std::tuple<std::decay_t<Args>...>(
       ValueCodec<std::decay_t<Args>>::decode(in.list().items(I), payloads)...);
 }

@@ -71,8 +71,8 @@ public:
   Future<R> callOne(const std::string &endpoint, const A &...args) const {
     if (size() != 1)
       return Future<R>::failed(
-          Status(ErrorCode::Invalid, "call_one on mesh '" + name() +
-                                         "' of " + std::to_string(size()) +
+          Status(ErrorCode::Invalid, "call_one on mesh '" + name() + "' of " +
+                                         std::to_string(size()) +
                                          " ranks; it needs exactly one"));
     return single<R>(meshView.ranks(), endpoint, args...);
   }
@@ -109,8 +109,8 @@ public:
         out.push_back(Future<R>::failed(sent.status()));
         continue;
       }
-      out.push_back((*sent)->rank(i).template map<R>(
-          [meshName](const RankOutcome &o) {
+      out.push_back(
+          (*sent)->rank(i).template map<R>([meshName](const RankOutcome &o) {
             return decodeOutcome<R>(o, meshName);
           }));
     }

@@ -65,6 +65,14 @@ private:
   asio::io_context &io;
 };
 
+/// SIGKILLs and reaps every process the local launcher started that is still
+/// running (used when the controller fails; normally meshes stop their own).
+void killAllLocalProcs();
+
+/// The running program's own executable, for programs that serve as their
+/// own workers (`if (isWorkerProcess()) return runWorker();` first in main).
+std::string currentExecutable();
+
 /// The worker binary: $MONARCH_WORKER_PATH, else monarch-worker beside this
 /// executable, else the path it was built at.
 std::string locateWorkerBinary();

@@ -37,10 +37,9 @@ public:
   }
   /// `perProc` actors on each proc, as extra inner dims of the actor mesh.
   template <typename... A>
-  Expected<ActorMesh> spawnPerProc(const std::string &name,
-                                   const std::string &actorClass,
-                                   const Shape &perProc,
-                                   const A &...args) const {
+  Expected<ActorMesh>
+  spawnPerProc(const std::string &name, const std::string &actorClass,
+               const Shape &perProc, const A &...args) const {
     PayloadList payloads;
     proto::Value encoded = encodeArgs(payloads, args...);
     return spawnRaw(name, actorClass, perProc, std::move(encoded),

@@ -21,7 +21,6 @@
 #include <thread>
 #include <unordered_map>
 
-
 namespace monarch {
 
 struct RuntimeOptions {
@@ -77,6 +76,10 @@ public:
   /// messages in sequence order (receivers reorder anyway; this keeps their
   /// reorder buffers empty in the common case).
   std::mutex &sendMutex() { return sendMu; }
+
+  /// Best-effort cleanup before the controller fails hard: ends local procs
+  /// and removes the global runtime's private directory.
+  static void fatalCleanup();
 
   /// True on a runtime's io thread, where nothing may block.
   static bool onIoThread();

@@ -1,4 +1,5 @@
-//===- Collectives.h - Collective backends and rendezvous stores -*- C++ -*-===//
+//===- Collectives.h - Collective backends and rendezvous stores -*- C++
+//-*-===//
 //
 // One interface for every collective the tensor engine issues (DESIGN.md §5):
 // Gloo implements it for CPU tensors, NCCL for CUDA tensors. The interface is
@@ -27,10 +28,11 @@ namespace monarch::tensor {
 class Store {
 public:
   virtual ~Store() = default;
-  virtual Status set(const std::string &key, const std::vector<char> &value) = 0;
+  virtual Status set(const std::string &key,
+                     const std::vector<char> &value) = 0;
   /// Waits up to `timeout` for `key` to be set.
-  virtual Expected<std::vector<char>> get(const std::string &key,
-                                          std::chrono::milliseconds timeout) = 0;
+  virtual Expected<std::vector<char>>
+  get(const std::string &key, std::chrono::milliseconds timeout) = 0;
 };
 
 /// A store in a directory shared by all ranks (one file per key, written
@@ -119,8 +121,9 @@ std::shared_ptr<CollectiveBackend> makeGlooBackend(std::shared_ptr<Store> store,
 /// NCCL for CUDA tensors; null when built without CUDA/NCCL (see
 /// ncclAvailable()).
 bool ncclAvailable();
-std::shared_ptr<CollectiveBackend> makeNcclBackend(std::shared_ptr<Store> store,
-                                                   std::chrono::milliseconds timeout);
+std::shared_ptr<CollectiveBackend>
+makeNcclBackend(std::shared_ptr<Store> store,
+                std::chrono::milliseconds timeout);
 
 } // namespace monarch::tensor
 

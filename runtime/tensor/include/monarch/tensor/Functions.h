@@ -48,9 +48,9 @@ struct RegisterFunction {
 class ActorBridge {
 public:
   virtual ~ActorBridge() = default;
-  virtual std::vector<at::Tensor> call(const std::string &actor,
-                                       const std::string &endpoint,
-                                       const std::vector<c10::IValue> &args) = 0;
+  virtual std::vector<at::Tensor>
+  call(const std::string &actor, const std::string &endpoint,
+       const std::vector<c10::IValue> &args) = 0;
 };
 
 } // namespace monarch::tensor

@@ -33,10 +33,10 @@ Status validatePlan(const plan::Program &program);
 
 /// How an instruction touches a ref.
 enum class RefRole {
-  Read,    ///< read only
-  Write,   ///< read and mutated in place (ATen `Tensor(a!)`, in-place reduce)
-  Define,  ///< a new ref bound by the instruction
-  Delete,  ///< freed by the instruction
+  Read,   ///< read only
+  Write,  ///< read and mutated in place (ATen `Tensor(a!)`, in-place reduce)
+  Define, ///< a new ref bound by the instruction
+  Delete, ///< freed by the instruction
 };
 
 /// Calls `fn` for every ref an instruction names, with its role. ATen
@@ -45,6 +45,10 @@ enum class RefRole {
 /// its results Define; a DefineRecording's body is not visited.
 void visitRefs(const plan::Instruction &inst,
                const std::function<void(int64_t ref, RefRole role)> &fn);
+/// Calls `fn` for every ref inside one argument value (refs, ref lists,
+/// nested lists and optionals) with the given role.
+void visitValueRefs(const plan::Value &value, RefRole role,
+                    const std::function<void(int64_t ref, RefRole role)> &fn);
 /// Rewrites every ref an instruction names (same coverage as visitRefs,
 /// including a nested DefineRecording's body: no).
 void mapRefs(plan::Instruction &inst,

@@ -64,11 +64,10 @@ public:
 
   /// Appends an ATen call; returns the first result ref (or -1 when
   /// nresults is 0).
-  int64_t op(int64_t mesh, const std::string &name, const std::string &overload,
-             const std::vector<plan::Value> &args, int nresults = 1,
-             int64_t stream = 0,
-             const std::vector<std::pair<std::string, plan::Value>> &kwargs =
-                 {});
+  int64_t
+  op(int64_t mesh, const std::string &name, const std::string &overload,
+     const std::vector<plan::Value> &args, int nresults = 1, int64_t stream = 0,
+     const std::vector<std::pair<std::string, plan::Value>> &kwargs = {});
   int64_t rank(int64_t mesh, const std::vector<std::string> &dims,
                int64_t stream = 0);
   int64_t reduce(int64_t mesh, int64_t input, const plan::TensorMeta &inputMeta,

@@ -1,4 +1,5 @@
-//===- Status.h - Errors as values at the tensor engine's boundaries -*- C++ -*-//
+//===- Status.h - Errors as values at the tensor engine's boundaries -*- C++
+//-*-//
 //
 // Exceptions from torch, Gloo or protobuf are caught where they happen (an
 // instruction, a collective call, a plan load) and travel as Status or
@@ -48,8 +49,12 @@ public:
   T &&value() && { return std::get<T>(std::move(state)); }
   const T &value() const & { return std::get<T>(state); }
   T *operator->() { return &value(); }
-  const std::string &message() const { return std::get<Status>(state).message(); }
-  Status status() const { return ok() ? Status::success() : std::get<Status>(state); }
+  const std::string &message() const {
+    return std::get<Status>(state).message();
+  }
+  Status status() const {
+    return ok() ? Status::success() : std::get<Status>(state);
+  }
 
 private:
   std::variant<T, Status> state;

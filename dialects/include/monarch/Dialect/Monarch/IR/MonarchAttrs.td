@@ -60,6 +60,19 @@ def Monarch_TorchLayoutAttr : EnumAttr<Monarch_Dialect, Monarch_TorchLayout, "la
   let assemblyFormat = "`<` $value `>`";
 }
 
+// torch.memory_format (c10::MemoryFormat numbering).
+def Monarch_MemoryFormat : I32EnumAttr<"MemoryFormat", "torch memory format", [
+    I32EnumAttrCase<"contiguous_format", 0>, I32EnumAttrCase<"preserve_format", 1>,
+    I32EnumAttrCase<"channels_last", 2>, I32EnumAttrCase<"channels_last_3d", 3>]> {
+  let cppNamespace = "::monarch";
+  let genSpecializedAttr = 0;
+}
+def Monarch_MemoryFormatAttr
+    : EnumAttr<Monarch_Dialect, Monarch_MemoryFormat, "memory_format"> {
+  let summary = "a torch.memory_format argument";
+  let assemblyFormat = "`<` $value `>`";
+}
+
 //===----------------------------------------------------------------------===//
 // ATen argument attributes
 //===----------------------------------------------------------------------===//
@@ -104,6 +117,19 @@ def Monarch_OperandListAttr : Monarch_Attr<"OperandList", "operand_list"> {
   }];
   let parameters = (ins "int64_t":$count);
   let assemblyFormat = "`<` $count `>`";
+}
+
+def Monarch_OptionalOperandListAttr
+    : Monarch_Attr<"OptionalOperandList", "optional_operand_list"> {
+  let summary = "placeholder for a Tensor?[] argument";
+  let description = [{
+    `#monarch.optional_operand_list<[true, false, true]>` stands for
+    a `Tensor?[]` (e.g. the indices of `aten::index.Tensor`) whose present
+    entries are the next tensor operands; the custom syntax prints
+    `[%a, #monarch.none, %b]`.
+  }];
+  let parameters = (ins "::mlir::DenseBoolArrayAttr":$present);
+  let assemblyFormat = "`<` $present `>`";
 }
 
 #endif // MONARCH_ATTRS_TD

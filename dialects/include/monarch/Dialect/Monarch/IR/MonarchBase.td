@@ -22,7 +22,6 @@ def Monarch_Dialect : Dialect {
   }];
   let useDefaultTypePrinterParser = 1;
   let useDefaultAttributePrinterParser = 1;
-  let hasConstantMaterializer = 0;
   let extraClassDeclaration = [{
     void registerTypes();
     void registerAttributes();
