@@ -1,6 +1,8 @@
 //===- ActorTest.cpp - Actors on real worker processes: adverbs, slicing --===//
 #include "TestSupport.h"
 
+#include "monarch/runtime/proc/InProcessLauncher.h"
+
 #include <algorithm>
 #include <atomic>
 #include <set>
@@ -233,6 +235,25 @@ TEST(Actors, WrongShapeAndMissingWorkerAreErrors) {
   auto procs = thisHost().spawnProcs({{"gpu", 1}}, options);
   ASSERT_FALSE(procs.ok());
   EXPECT_EQ(procs.status().code(), ErrorCode::NotFound);
+}
+
+} // namespace
+} // namespace monarch::test
+
+namespace monarch::test {
+namespace {
+
+TEST(Actors, InProcessProcsRunTheSameActorPath) {
+  auto options = testProcOptions("inprocess");
+  options.launcher = std::make_shared<InProcessLauncher>();
+  auto procs = thisHost().spawnProcs({{"gpu", 2}}, options);
+  ASSERT_TRUE(procs.ok()) << procs.status().toString();
+  auto echo = procs->spawn("echo", "Echo");
+  ASSERT_TRUE(echo.ok()) << echo.status().toString();
+  auto ranks = echo->call<int64_t>("rank").get(std::chrono::seconds(10));
+  ASSERT_TRUE(ranks.ok());
+  EXPECT_EQ(ranks->values(), (std::vector<int64_t>{0, 1}));
+  EXPECT_TRUE(procs->stop().isOk());
 }
 
 } // namespace

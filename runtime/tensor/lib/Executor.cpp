@@ -189,15 +189,18 @@ struct Slot {
   std::optional<c10::IValue> constant;
   bool isRef = false; // a plain Tensor argument: `ref`
   int64_t ref = 0;
-  plan::Value value; // any other non-constant argument
+  std::unique_ptr<plan::Value> value; // any other non-constant argument
   c10::TypePtr type;
   int64_t fixedSize = 0;
 };
 
+/// Everything a queued ATen call needs, in one allocation.
 struct CompiledCall {
   c10::OperatorHandle op;
+  InstInfo info;
   std::vector<Slot> slots;
   std::vector<int64_t> results;
+  std::vector<int64_t> outputs; ///< results + mutated refs
 };
 
 /// The static (submit-time) state of a ref on this rank.
@@ -575,10 +578,16 @@ struct Executor::Impl {
       bound[*idx] = &kw.value();
     }
 
-    auto compiled =
-        std::make_shared<CompiledCall>(CompiledCall{*op, {}, results});
-    std::vector<int64_t> outputs = results;
+    auto compiled = std::make_shared<CompiledCall>(
+        CompiledCall{*op,
+                     InstInfo{inst.id(), inst.stream(), inst.location()},
+                     {},
+                     results,
+                     results});
+    compiled->slots.reserve(args.size());
+    std::vector<int64_t> &outputs = compiled->outputs;
     std::vector<std::pair<int64_t, bool>> uses; // (ref, mutated)
+    uses.reserve(args.size());
     for (size_t i = 0; i < args.size(); ++i) {
       const c10::Argument &arg = args[i];
       Slot slot;
@@ -607,13 +616,17 @@ struct Executor::Impl {
             slot.type->kind() == c10::TypeKind::TensorType) {
           slot.isRef = true; // the common case, resolved directly
           slot.ref = bound[i]->ref();
-        } else
-          slot.value = *bound[i];
-        visitValueRefs(*bound[i], RefRole::Read, [&](int64_t r, RefRole) {
-          uses.emplace_back(r, mutated);
+          uses.emplace_back(slot.ref, mutated);
           if (mutated)
-            outputs.push_back(r);
-        });
+            outputs.push_back(slot.ref);
+        } else {
+          slot.value = std::make_unique<plan::Value>(*bound[i]);
+          visitValueRefs(*bound[i], RefRole::Read, [&](int64_t r, RefRole) {
+            uses.emplace_back(r, mutated);
+            if (mutated)
+              outputs.push_back(r);
+          });
+        }
       }
       compiled->slots.push_back(std::move(slot));
     }
@@ -623,9 +636,8 @@ struct Executor::Impl {
     for (int64_t r : results)
       define(r, inst.stream());
 
-    InstPtr i = info(inst);
-    queue(inst.stream()).push([this, i, compiled, outputs] {
-      execute(*i, outputs, [&] { runCall(*compiled); });
+    queue(inst.stream()).push([this, compiled] {
+      execute(compiled->info, compiled->outputs, [&] { runCall(*compiled); });
     });
   }
 
@@ -638,7 +650,7 @@ struct Executor::Impl {
       else if (s.isRef)
         stack.push_back(lookup(s.ref));
       else
-        stack.push_back(toIValue(s.value, s.type, s.fixedSize, lookup));
+        stack.push_back(toIValue(*s.value, s.type, s.fixedSize, lookup));
     }
     call.op.callBoxed(&stack);
     bindResults(stack, call.results);

@@ -116,6 +116,14 @@ func.func @view_out_of_root(%m: !monarch.mesh<host = 2, gpu = 4>) {
 
 // -----
 
+func.func @view_bad_layout(%m: !monarch.mesh<host = 2, gpu = 4>) {
+  // expected-error @+1 {{invalid view: ValueError: duplicate mesh dimension 'a'}}
+  %v = monarch.view %m offset 0 (a = 2:1, a = 2:2) : !monarch.mesh<host = 2, gpu = 4>
+  return
+}
+
+// -----
+
 func.func @view_overflow(%m: !monarch.mesh<host = 2, gpu = 4>) {
   // expected-error @+1 {{view reaches past rank 9223372036854775807 but the root mesh has 8 procs}}
   %v = monarch.view %m offset 9223372036854775807 (gpu = 2:1) : !monarch.mesh<host = 2, gpu = 4>
