@@ -182,6 +182,18 @@ int64_t makeX(PlanBuilder &b, int64_t mesh = 0) {
       {constant(at::arange(6, at::kFloat).view({2, 3})), val::ref(r10)});
 }
 
+/// makeX on another stream.
+int64_t makeXOn(PlanBuilder &b, int64_t stream) {
+  auto &rt = b.add(0, stream);
+  int64_t r = b.ref();
+  rt.mutable_rank_tensor()->set_result(r);
+  int64_t r10 =
+      b.op(0, "aten::mul", "Scalar", {val::ref(r), val::scalar(10)}, 1, stream);
+  return b.op(0, "aten::add", "Tensor",
+              {constant(at::arange(6, at::kFloat).view({2, 3})), val::ref(r10)},
+              1, stream);
+}
+
 // Communicators of the 2x2 mesh: over gpu {0,1},{2,3}; over host {0,2},{1,3}.
 std::vector<int> group(int rank, const std::string &dim) {
   if (dim == "gpu")
@@ -233,12 +245,25 @@ TEST(Collectives, EveryReduceRowMatchesLocalTorch) {
       b.op(0, "aten::add", "Scalar", {val::ref(ri), val::scalarInt(1)});
   f["prod_int_gpu"] = b.fetch(0, b.reduce(0, ri1, mi, {"gpu"}, plan::PRODUCT));
 
+  // A second stream has its own communicators: its reduces interleave with
+  // the default stream's without mixing up their messages.
+  int64_t comm = b.stream("comm");
+  int64_t xs = makeXOn(b, comm);
+  std::vector<int64_t> streamFetches;
+  for (int k = 0; k < 3; ++k) {
+    int64_t a = b.reduce(0, xs, m, {"gpu"}, plan::SUM, false, comm);
+    streamFetches.push_back(b.fetch(0, a, comm));
+    b.reduce(0, x, m, {"host"}, plan::MAX); // default stream, in between
+  }
   Outcome out = runOk(b);
   ASSERT_EQ(out.reports.size(), size_t(kRanks));
   for (int r = 0; r < kRanks; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     EXPECT_EQ(out.reports[r].failures_size(), 0)
         << out.reports[r].failures(0).message();
+    for (int64_t sf : streamFetches)
+      EXPECT_TRUE(at::equal(value(out, r, sf),
+                            X(group(r, "gpu")[0]) + X(group(r, "gpu")[1])));
     auto sumOf = [&](const std::string &dim) {
       at::Tensor s = at::zeros({2, 3});
       for (int g : group(r, dim))

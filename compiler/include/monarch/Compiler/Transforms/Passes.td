@@ -87,4 +87,174 @@ def VerifyBorrows : Pass<"monarch-verify-borrows"> {
   }];
 }
 
+def PrintCost : Pass<"monarch-print-cost"> {
+  let summary = "Report the cost model's estimate of every op (test pass)";
+  let description = [{
+    Emits a remark on every op with device work giving the CostModel's
+    estimate: FLOPs, bytes and seconds of ATen ops (a roofline over the
+    local shapes), and the collective kind, group size, payload and
+    alpha-beta time of collectives. `device` picks the defaults
+    (`h200`, `a100`, `cpu`); `profile` loads a JSON profile instead.
+
+    Input:
+    ```mlir
+    %c = monarch.aten "aten::mm"(%a, %b) on %m : (!monarch.tensor<64x32xf32, <gpu = 8>>,
+        !monarch.tensor<32x16xf32, <gpu = 8>>) -> !monarch.tensor<64x16xf32, <gpu = 8>>
+    %r = monarch.reduce %c (gpu) sum : !monarch.tensor<64x16xf32, <gpu = 8>> -> ...
+    ```
+    Remarks (device=cpu):
+    ```
+    remark: compute: flops=65536 bytes=16384 time=2.655us
+    remark: all_reduce over 8 ranks: bytes=4096 time=707.4us
+    ```
+  }];
+  let options = [
+    Option<"device", "device", "std::string", "\"h200\"",
+           "Device kind whose defaults the cost model uses (h200, a100, cpu)">,
+    Option<"profile", "profile", "std::string", "\"\"",
+           "JSON cost profile measured on a machine (overrides device)">,
+  ];
+}
+
+def AsyncCollectives : Pass<"monarch-async-collectives"> {
+  let summary = "Split each monarch.reduce into reduce_start + wait";
+  let description = [{
+    Rewrites every `monarch.reduce` into a `monarch.reduce_start` returning
+    a `!monarch.async` token and a `monarch.wait` placed immediately after
+    it; the uses of the reduce's result use the wait's. The program means
+    the same; `--monarch-schedule-overlap` then moves starts and waits apart.
+
+    Before:
+    ```mlir
+    %r = monarch.reduce %g (dp) sum inplace : !monarch.tensor<4xf32, <dp = 8>>
+        -> !monarch.tensor<4xf32, <dp = 8>>
+    ```
+    After:
+    ```mlir
+    %tok = monarch.reduce_start %g (dp) sum inplace : !monarch.tensor<4xf32, <dp = 8>>
+        -> !monarch.async<!monarch.tensor<4xf32, <dp = 8>>>
+    %r = monarch.wait %tok : !monarch.async<!monarch.tensor<4xf32, <dp = 8>>>
+    ```
+  }];
+  let dependentDialects = ["::monarch::MonarchDialect"];
+}
+
+def ScheduleOverlap : Pass<"monarch-schedule-overlap"> {
+  let summary = "List-schedule each block to overlap collectives with compute";
+  let description = [{
+    Reorders the ops of every block holding a `monarch.reduce_start` so that
+    each start is issued as soon as its input is ready, each `monarch.wait`
+    sinks to just before its first use, and independent compute fills the
+    gap. Dependencies kept: SSA uses (also from nested regions), reads and
+    writes of the same tensor storage (in-place ATen ops, `reduce ...
+    inplace` / `into`, and the aliases they return), the order of
+    collectives of one communicator (same mesh, same dims: every rank must
+    issue them in the same order), the order of fetches, endpoint calls,
+    RNG ops and calls, and any op with unknown side effects is a barrier.
+    The ready waits are issued in order of the completion time the cost
+    model predicts. `max-in-flight` caps the number of started collectives
+    not yet waited for (0: no cap).
+
+    Before (after --monarch-async-collectives):
+    ```mlir
+    %g1 = monarch.aten "aten::mm"(%d, %x1) on %m : ...
+    %t1 = monarch.reduce_start %g1 (dp) sum inplace : ...
+    %r1 = monarch.wait %t1 : ...
+    %p1u = monarch.aten "aten::sub_.Tensor"(%p1, %r1, ...) on %m : ...
+    %g0 = monarch.aten "aten::mm"(%d2, %x0) on %m : ...
+    ```
+    After:
+    ```mlir
+    %g1 = monarch.aten "aten::mm"(%d, %x1) on %m : ...
+    %t1 = monarch.reduce_start %g1 (dp) sum inplace : ...
+    %g0 = monarch.aten "aten::mm"(%d2, %x0) on %m : ...
+    %r1 = monarch.wait %t1 : ...
+    %p1u = monarch.aten "aten::sub_.Tensor"(%p1, %r1, ...) on %m : ...
+    ```
+  }];
+  let options = [
+    Option<"maxInFlight", "max-in-flight", "unsigned", "0",
+           "Most collectives started and not yet waited for (0: no limit)">,
+    Option<"device", "device", "std::string", "\"h200\"",
+           "Device kind of the cost model (h200, a100, cpu)">,
+    Option<"profile", "profile", "std::string", "\"\"",
+           "JSON cost profile (overrides device)">,
+  ];
+}
+
+def AssignStreams : Pass<"monarch-assign-streams"> {
+  let summary = "Run in-place collectives on a comm stream with borrows";
+  let description = [{
+    Moves every in-place `monarch.reduce_start` (and its `monarch.wait`)
+    onto the stream `stream` (default "comm"), so that it runs concurrently
+    with the compute of the origin stream, and inserts the borrow protocol
+    of DESIGN.md §6.4 that makes it legal: a mutable `monarch.borrow` and
+    `borrow_first_use` just before the start, the collective on the borrowed
+    (retyped) tensor, `borrow_last_use` just after the wait, and the
+    `borrow_drop` as late as correct: just before the next op that uses the
+    origin tensor (or the end of the block). Uses of the wait's result are
+    replaced by the origin tensor, which holds the reduced value after the
+    drop. One `monarch.stream_create` per function is added at its entry.
+    Out-of-place reduces are left on their stream (their results would need
+    a borrow back).
+
+    Before:
+    ```mlir
+    %t = monarch.reduce_start %g (dp) sum inplace : !monarch.tensor<4xf32, <dp = 8>>
+        -> !monarch.async<!monarch.tensor<4xf32, <dp = 8>>>
+    %x = monarch.aten "aten::neg"(%y) on %m : ...
+    %r = monarch.wait %t : !monarch.async<!monarch.tensor<4xf32, <dp = 8>>>
+    %u = monarch.aten "aten::sub_.Tensor"(%p, %r, #monarch.scalar<1 : i64>) on %m : ...
+    ```
+    After:
+    ```mlir
+    %comm = monarch.stream_create : !monarch.stream<"comm">
+    %g2, %b = monarch.borrow %g to %comm mutable : !monarch.tensor<4xf32, <dp = 8>>
+        -> !monarch.tensor<4xf32, <dp = 8>, stream = "comm">
+    monarch.borrow_first_use %b
+    %t = monarch.reduce_start %g2 (dp) sum inplace : ... stream = "comm"> -> ...
+    %x = monarch.aten "aten::neg"(%y) on %m : ...
+    %r = monarch.wait %t : ...
+    monarch.borrow_last_use %b
+    monarch.borrow_drop %b
+    %u = monarch.aten "aten::sub_.Tensor"(%p, %g, #monarch.scalar<1 : i64>) on %m : ...
+    ```
+  }];
+  let options = [
+    Option<"stream", "stream", "std::string", "\"comm\"",
+           "Name of the stream collectives run on">,
+  ];
+  let dependentDialects = ["::monarch::MonarchDialect"];
+}
+
+def Simulate : Pass<"monarch-simulate"> {
+  let summary = "Predict each function's timeline with the cost model";
+  let description = [{
+    Replays every function in program order on a model of the workers: one
+    in-order queue per stream, ops starting when their stream is free and
+    their operands are ready, collectives occupying the stream they are
+    issued on until done, `monarch.wait` making its stream wait for the
+    collective, borrow first use / drop making the borrowing / origin stream
+    wait for the other's events. Emits a remark on each function with the
+    predicted step time, each stream's busy time and the fraction of
+    collective time overlapped with compute, and with `trace-file` writes
+    the timeline as Chrome trace JSON (chrome://tracing, ui.perfetto.dev).
+    Loop bodies are counted once. The IR is not changed.
+
+    Remark:
+    ```
+    remark: simulated step 1.234ms; stream "": busy 1.100ms;
+        stream "comm": busy 0.400ms; overlap 0.85
+    ```
+  }];
+  let options = [
+    Option<"traceFile", "trace-file", "std::string", "\"\"",
+           "Write the predicted timeline as Chrome trace JSON to this path">,
+    Option<"device", "device", "std::string", "\"h200\"",
+           "Device kind of the cost model (h200, a100, cpu)">,
+    Option<"profile", "profile", "std::string", "\"\"",
+           "JSON cost profile (overrides device)">,
+  ];
+}
+
 #endif // MONARCH_COMPILER_PASSES_TD

@@ -11,15 +11,12 @@
 
 #include "monarch/runtime/util/Status.h"
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <vector>
 
 namespace monarch {
@@ -29,7 +26,6 @@ template <typename T> struct FutureState {
   std::mutex mu;
   std::condition_variable cv;
   std::optional<Expected<T>> outcome;
-  std::atomic<bool> done{false};
   std::vector<std::function<void(const Expected<T> &)>> callbacks;
 };
 } // namespace detail
@@ -48,7 +44,6 @@ public:
       if (state->outcome)
         return false;
       state->outcome.emplace(std::move(outcome));
-      state->done.store(true, std::memory_order_release);
       callbacks.swap(state->callbacks);
     }
     state->cv.notify_all();
@@ -84,14 +79,6 @@ public:
   /// future stays pending and may still complete later).
   Expected<T>
   get(std::chrono::milliseconds timeout = std::chrono::seconds(60)) const {
-    // Replies to small calls often come back within tens of microseconds:
-    // yielding briefly first saves a sleep/wake-up pair on that path.
-    auto spinUntil = std::chrono::steady_clock::now() +
-                     std::min<std::chrono::microseconds>(
-                         std::chrono::microseconds(100), timeout);
-    while (!state->done.load(std::memory_order_acquire) &&
-           std::chrono::steady_clock::now() < spinUntil)
-      std::this_thread::yield();
     std::unique_lock<std::mutex> lock(state->mu);
     if (!state->cv.wait_for(lock, timeout,
                             [&] { return state->outcome.has_value(); }))

@@ -1,0 +1,63 @@
+//===- TensorEffects.h - Which tensors an op reads and writes ---*- C++ -*-===//
+//
+// The storage model shared by the scheduling, stream and simulation passes:
+// an in-place ATen op (name ending in `_`) writes its first tensor and
+// returns it; `reduce[_start] ... inplace` writes its input, `into %o` writes
+// %o; the wait of such a start and a borrow's result alias that storage.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MONARCH_COMPILER_ANALYSIS_TENSOREFFECTS_H
+#define MONARCH_COMPILER_ANALYSIS_TENSOREFFECTS_H
+
+#include "monarch/Dialect/Monarch/IR/MonarchOps.h"
+
+namespace monarch {
+
+/// True for an ATen schema of an in-place op (`aten::add_.Tensor`).
+inline bool isInPlaceSchema(llvm::StringRef schema) {
+  llvm::StringRef name = schema.substr(0, schema.find('.'));
+  return name.ends_with("_") && !name.ends_with("__");
+}
+
+/// The operand an op writes in place, if any.
+inline mlir::Value mutatedOperand(mlir::Operation *op) {
+  if (auto aten = llvm::dyn_cast<AtenOp>(op)) {
+    if (isInPlaceSchema(aten.getSchema()) && !aten.getTensors().empty())
+      return aten.getTensors()[0];
+    return {};
+  }
+  auto reduceLike = [](auto r) -> mlir::Value {
+    if (r.getOut())
+      return r.getOut();
+    return r.getInplace() ? r.getInput() : mlir::Value();
+  };
+  if (auto r = llvm::dyn_cast<ReduceOp>(op))
+    return reduceLike(r);
+  if (auto r = llvm::dyn_cast<ReduceStartOp>(op))
+    return reduceLike(r);
+  if (auto w = llvm::dyn_cast<WaitOp>(op))
+    if (auto r = w.getToken().getDefiningOp<ReduceStartOp>())
+      return reduceLike(r);
+  return {};
+}
+
+/// The value whose storage `v` is: follows in-place results, waits of
+/// in-place collectives and borrows back to the tensor that owns it.
+inline mlir::Value storageRoot(mlir::Value v) {
+  while (mlir::Operation *def = v.getDefiningOp()) {
+    mlir::Value next;
+    if (auto borrow = llvm::dyn_cast<BorrowOp>(def))
+      next = v == borrow.getResult() ? borrow.getInput() : mlir::Value();
+    else if (llvm::isa<AtenOp, ReduceOp, WaitOp>(def) &&
+             v == def->getResult(0))
+      next = mutatedOperand(def);
+    if (!next)
+      break;
+    v = next;
+  }
+  return v;
+}
+
+} // namespace monarch
+
+#endif // MONARCH_COMPILER_ANALYSIS_TENSOREFFECTS_H
