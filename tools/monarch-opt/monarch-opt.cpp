@@ -40,6 +40,7 @@ int main(int argc, char **argv) {
                   mlir::tensor::TensorDialect>();
   mlir::registerTransformsPasses();
   monarch::registerMonarchPasses();
+  monarch::registerMonarchPipelines();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "monarch optimizer: the monarch dialect and its passes\n",
       registry));

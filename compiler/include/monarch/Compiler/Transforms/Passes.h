@@ -15,6 +15,9 @@ namespace monarch {
 #define GEN_PASS_REGISTRATION
 #include "monarch/Compiler/Transforms/Passes.h.inc"
 
+/// Registers `monarch-default-pipeline` (DefaultPipeline.cpp).
+void registerMonarchPipelines();
+
 } // namespace monarch
 
 #endif // MONARCH_COMPILER_TRANSFORMS_PASSES_H
