@@ -258,3 +258,38 @@ TEST(Actors, InProcessProcsRunTheSameActorPath) {
 
 } // namespace
 } // namespace monarch::test
+
+namespace monarch::test {
+namespace {
+
+std::string readProcFile(int pid, const char *name) {
+  std::string path = "/proc/" + std::to_string(pid) + "/" + name;
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return "";
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0)
+    out.append(buf, n);
+  std::fclose(f);
+  return out;
+}
+
+TEST(Security, SecretIsNeitherOnTheCommandLineNorInTheEnvironment) {
+  auto procs = thisHost().spawnProcs({{"gpu", 2}}, testProcOptions("secret"));
+  ASSERT_TRUE(procs.ok());
+  const std::string &secret = Runtime::global().secret();
+  ASSERT_EQ(secret.size(), 32u);
+  for (int pid : procs->pids()) {
+    std::string cmdline = readProcFile(pid, "cmdline");
+    std::string environ = readProcFile(pid, "environ");
+    ASSERT_FALSE(cmdline.empty());
+    EXPECT_EQ(cmdline.find(secret), std::string::npos);
+    EXPECT_EQ(environ.find(secret), std::string::npos);
+  }
+  EXPECT_TRUE(procs->stop().isOk());
+}
+
+} // namespace
+} // namespace monarch::test

@@ -7,6 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "monarch/Compiler/Transforms/Passes.h"
+#ifdef MONARCH_HAVE_PLAN_LOWERING
+#include "monarch/Compiler/Lowering/LowerToPlan.h"
+#endif
 #include "monarch/Dialect/Monarch/IR/MonarchDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -41,6 +44,9 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   monarch::registerMonarchPasses();
   monarch::registerMonarchPipelines();
+#ifdef MONARCH_HAVE_PLAN_LOWERING
+  monarch::registerMonarchLoweringPasses();
+#endif
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "monarch optimizer: the monarch dialect and its passes\n",
       registry));

@@ -141,8 +141,8 @@ llvm::Expected<CostModel> CostModel::fromJSON(StringRef text) {
 llvm::Expected<CostModel> CostModel::fromFile(StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)
-    return profileError("cannot read '" + path + "': " +
-                        buffer.getError().message());
+    return profileError("cannot read '" + path +
+                        "': " + buffer.getError().message());
   return fromJSON((*buffer)->getBuffer());
 }
 
@@ -273,7 +273,8 @@ static OpCost estimateReduce(const CostModel &m, ReduceLike op) {
     c.collective = CollectiveKind::ReduceScatter;
   else
     c.collective = CollectiveKind::AllReduce;
-  c.seconds = m.launchSeconds + m.collectiveSeconds(c.collective, n, c.bytes, dims);
+  c.seconds =
+      m.launchSeconds + m.collectiveSeconds(c.collective, n, c.bytes, dims);
   return c;
 }
 

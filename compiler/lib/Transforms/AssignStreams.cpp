@@ -34,8 +34,7 @@ bool usesStorage(Operation *op, Value root) {
   return r.wasInterrupted();
 }
 
-struct AssignStreamsPass
-    : monarch::impl::AssignStreamsBase<AssignStreamsPass> {
+struct AssignStreamsPass : monarch::impl::AssignStreamsBase<AssignStreamsPass> {
   using Base::Base;
 
   /// The stream handle of the function around `op`, created on first need.
@@ -84,9 +83,9 @@ struct AssignStreamsPass
     OpBuilder b(start);
     Location loc = start.getLoc();
     DTensorType borrowedType = originType.withStream(stream.getValue());
-    auto borrow = BorrowOp::create(b, loc, borrowedType,
-                                   BorrowType::get(b.getContext()), origin,
-                                   handle, b.getUnitAttr());
+    auto borrow =
+        BorrowOp::create(b, loc, borrowedType, BorrowType::get(b.getContext()),
+                         origin, handle, b.getUnitAttr());
     BorrowFirstUseOp::create(b, loc, borrow.getBorrow());
     start.getInputMutable().assign(borrow.getResult());
     auto valueType = cast<DTensorType>(
@@ -105,8 +104,7 @@ struct AssignStreamsPass
                           ? &*b.getInsertionPoint()
                           : nullptr;
     for (; next; next = next->getNextNode())
-      if (usesStorage(next, root) ||
-          next->hasTrait<OpTrait::IsTerminator>())
+      if (usesStorage(next, root) || next->hasTrait<OpTrait::IsTerminator>())
         break;
     if (next)
       b.setInsertionPoint(next);

@@ -43,8 +43,8 @@ struct AsyncCollectivesPass
     GreedyRewriteConfig config;
     config.enableFolding(false).setRegionSimplificationLevel(
         GreedySimplifyRegionLevel::Disabled);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
-                                     config)))
+    if (failed(
+            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
       signalPassFailure();
   }
 };

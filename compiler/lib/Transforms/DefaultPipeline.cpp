@@ -24,8 +24,7 @@ struct DefaultPipelineOptions
       llvm::cl::init(true)};
   Option<bool> scheduleOverlap{
       *this, "schedule-overlap",
-      llvm::cl::desc("Overlap collectives with compute"),
-      llvm::cl::init(true)};
+      llvm::cl::desc("Overlap collectives with compute"), llvm::cl::init(true)};
   Option<bool> assignStreams{
       *this, "assign-streams",
       llvm::cl::desc("Run collectives on a comm stream with borrows"),

@@ -32,10 +32,10 @@ struct PrintCostPass : monarch::impl::PrintCostBase<PrintCostPass> {
                                      uint64_t(c.flops), uint64_t(c.bytes),
                                      llvm::format("%.3f", us)));
       else if (c.kind == OpCost::Kind::Collective)
-        op->emitRemark(llvm::formatv(
-            "{0} over {1} ranks: bytes={2} time={3}us",
-            stringifyCollectiveKind(c.collective), c.groupSize,
-            uint64_t(c.bytes), llvm::format("%.3f", us)));
+        op->emitRemark(llvm::formatv("{0} over {1} ranks: bytes={2} time={3}us",
+                                     stringifyCollectiveKind(c.collective),
+                                     c.groupSize, uint64_t(c.bytes),
+                                     llvm::format("%.3f", us)));
     });
   }
 };

@@ -19,6 +19,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
+
 namespace monarch {
 #define GEN_PASS_DEF_SIMULATE
 #include "monarch/Compiler/Transforms/Passes.h.inc"
@@ -152,8 +154,10 @@ public:
         start = std::max(start, readyOf(v));
     double end = start + cost.seconds;
     free[stream] = end;
-    intervals.push_back({opName(op), stream.str(), start, end,
-                         cost.kind == OpCost::Kind::Collective});
+    bool comm = cost.kind == OpCost::Kind::Collective;
+    std::string name =
+        comm ? stringifyCollectiveKind(cost.collective).str() : opName(op);
+    intervals.push_back({name, stream.str(), start, end, comm});
     for (Value v : op->getResults())
       if (isa<DTensorType>(v.getType()))
         ready[storageRoot(v)] = end;
@@ -214,7 +218,8 @@ struct SimulatePass : monarch::impl::SimulateBase<SimulatePass> {
   }
 
   static std::string label(StringRef stream) {
-    return stream.empty() ? std::string("default") : ("\"" + stream + "\"").str();
+    return stream.empty() ? std::string("default")
+                          : ("\"" + stream + "\"").str();
   }
 
   void report(FunctionOpInterface fn, Timeline &tl) {
@@ -233,9 +238,9 @@ struct SimulatePass : monarch::impl::SimulateBase<SimulatePass> {
     Spans c = merged(comm);
     double commTime = length(c);
     if (commTime > 0)
-      msg += llvm::formatv("; overlap {0}",
-                           llvm::format("%.2f", intersection(c, merged(compute)) /
-                                                    commTime));
+      msg += llvm::formatv(
+          "; overlap {0}",
+          llvm::format("%.2f", intersection(c, merged(compute)) / commTime));
     else
       msg += "; overlap n/a";
     fn->emitRemark(msg);
@@ -270,8 +275,9 @@ struct SimulatePass : monarch::impl::SimulateBase<SimulatePass> {
         json.attribute("ph", "X");
         json.attribute("pid", pid);
         json.attribute("tid", tids[iv.stream]);
-        json.attribute("ts", iv.start * 1e6);
-        json.attribute("dur", (iv.end - iv.start) * 1e6);
+        // Microseconds, rounded to the nanosecond.
+        json.attribute("ts", std::round(iv.start * 1e9) / 1e3);
+        json.attribute("dur", std::round((iv.end - iv.start) * 1e9) / 1e3);
       });
   }
 };

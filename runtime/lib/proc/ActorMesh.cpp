@@ -4,8 +4,6 @@
 #include "monarch/runtime/proc/MeshState.h"
 #include "monarch/runtime/proc/Runtime.h"
 
-#include <unordered_map>
-
 namespace monarch {
 
 Status meshErrorToStatus(const mesh::MeshError &error) {
@@ -59,17 +57,24 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
     return usable;
 
   // One target per proc, in order of first appearance.
+  // (The common single-rank send skips the per-proc lookup table.)
   std::vector<proto::CastTarget> targets;
   std::vector<uint32_t> involved;
-  std::unordered_map<uint32_t, size_t> targetOf;
+  std::vector<int32_t> targetOf;
+  if (ranks.size() > 1)
+    targetOf.assign(st.procRanks.size(), -1);
   std::vector<uint32_t> actorRanks;
   actorRanks.reserve(ranks.size());
   for (int64_t r : ranks) {
     uint32_t rank = static_cast<uint32_t>(r);
     uint32_t index = rank / st.perProc;
     actorRanks.push_back(rank);
-    auto [it, added] = targetOf.emplace(index, targets.size());
-    if (added) {
+    size_t at = targets.size();
+    if (!targetOf.empty() && targetOf[index] >= 0) {
+      at = static_cast<size_t>(targetOf[index]);
+    } else {
+      if (!targetOf.empty())
+        targetOf[index] = static_cast<int32_t>(at);
       proto::CastTarget t;
       uint32_t procRank = st.procRanks.at(index);
       t.set_addr(st.procs->addrOf(procRank));
@@ -77,7 +82,7 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
       targets.push_back(std::move(t));
       involved.push_back(procRank);
     }
-    targets[it->second].add_locals(rank % st.perProc);
+    targets[at].add_locals(rank % st.perProc);
   }
 
   std::shared_ptr<PendingCall> call;
@@ -105,14 +110,20 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
   std::lock_guard<std::mutex> guard(rt.sendMutex());
   for (auto &t : targets)
     t.set_seq(rt.nextSeq(t.addr()));
-  for (auto &child : splitCastTree(targets, rt.fanout())) {
+  auto children = splitCastTree(targets, rt.fanout());
+  for (size_t i = 0; i < children.size(); ++i) {
+    auto &child = children[i];
+    bool last = i + 1 == children.size();
     transport::Message m;
     m.envelope.set_sender(rt.senderId());
     m.envelope.set_seq(child.head.seq());
     auto *c = m.envelope.mutable_cast();
     c->set_mesh(st.name);
     c->set_endpoint(endpoint);
-    *c->mutable_args() = args;
+    if (last)
+      *c->mutable_args() = std::move(args);
+    else
+      *c->mutable_args() = args;
     c->set_reply_mode(replyMode);
     if (call)
       *c->mutable_reply_to() = replyTo;
@@ -120,7 +131,10 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
     *c->mutable_here() = child.head;
     for (auto &t : child.rest)
       *c->add_subtree() = std::move(t);
-    m.payloads = payloads;
+    if (last)
+      m.payloads = std::move(payloads);
+    else
+      m.payloads = payloads;
     auto link = rt.link(child.head.addr());
     if (!link.ok()) {
       if (call)

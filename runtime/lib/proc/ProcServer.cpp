@@ -152,9 +152,11 @@ void ProcServer::cast(transport::Message &&message) {
 
   if (localCount == 0)
     return;
+  // The message is ours: its strings and arguments move, not copy.
   auto call = std::make_shared<Invocation>();
-  call->endpoint = c.endpoint();
-  call->args = c.args();
+  auto *mutableCast = message.envelope.mutable_cast();
+  call->endpoint = std::move(*mutableCast->mutable_endpoint());
+  call->args = std::move(*mutableCast->mutable_args());
   call->payloads = std::move(message.payloads);
   ReplySink sink;
   if (merger)

@@ -68,8 +68,7 @@ public:
   /// The alpha-beta time of a collective of `bytes` (the full buffer: input
   /// of all-reduce / reduce-scatter / all-to-all, output of all-gather) over
   /// `groupSize` ranks along `dims`.
-  double collectiveSeconds(CollectiveKind kind, int64_t groupSize,
-                           double bytes,
+  double collectiveSeconds(CollectiveKind kind, int64_t groupSize, double bytes,
                            llvm::ArrayRef<llvm::StringRef> dims = {}) const;
 
   /// Roofline time of a compute op.

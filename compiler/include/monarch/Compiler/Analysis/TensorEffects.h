@@ -48,8 +48,7 @@ inline mlir::Value storageRoot(mlir::Value v) {
     mlir::Value next;
     if (auto borrow = llvm::dyn_cast<BorrowOp>(def))
       next = v == borrow.getResult() ? borrow.getInput() : mlir::Value();
-    else if (llvm::isa<AtenOp, ReduceOp, WaitOp>(def) &&
-             v == def->getResult(0))
+    else if (llvm::isa<AtenOp, ReduceOp, WaitOp>(def) && v == def->getResult(0))
       next = mutatedOperand(def);
     if (!next)
       break;

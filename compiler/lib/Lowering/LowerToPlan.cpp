@@ -1,0 +1,1231 @@
+//===- LowerToPlan.cpp - The monarch dialect to the executable plan -------===//
+//
+// See LowerToPlan.h and docs/plan.md ("Lowering from the dialect").
+//
+//===----------------------------------------------------------------------===//
+
+#include "monarch/Compiler/Lowering/LowerToPlan.h"
+
+#include "monarch/Dialect/Monarch/IR/MeshLayout.h"
+#include "monarch/Dialect/Monarch/IR/MonarchAttrs.h"
+#include "monarch/Dialect/Monarch/IR/MonarchOps.h"
+#include "monarch/Dialect/Monarch/IR/MonarchTypes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <map>
+#include <optional>
+#include <string>
+
+namespace monarch {
+#define GEN_PASS_DEF_MONARCHEMITPLAN
+#include "monarch/Compiler/Lowering/LoweringPasses.h.inc"
+} // namespace monarch
+
+using namespace mlir;
+using namespace monarch;
+using mesh::MeshView;
+
+namespace {
+
+/// Where a ref lives: the mesh and stream of the instruction that defined it
+/// (its deletion runs there).
+struct RefInfo {
+  int64_t mesh = 0;
+  int64_t stream = 0;
+};
+
+/// A borrow token: its id and the streams it goes between.
+struct BorrowInfo {
+  int64_t id = 0;
+  int64_t mesh = 0;
+  int64_t fromStream = 0;
+  int64_t toStream = 0;
+};
+
+/// A recording made for a called function, specialised on the plan meshes of
+/// its arguments.
+struct FunctionRecording {
+  int64_t id = 0;
+  SmallVector<RefInfo> results;
+};
+
+using InstList = google::protobuf::RepeatedPtrField<plan::Instruction>;
+
+class PlanLowering {
+public:
+  explicit PlanLowering(ModuleOp module) : module(module), symbols(module) {}
+
+  FailureOr<plan::Program> run(StringRef entryName);
+
+private:
+  // --- meshes and streams ---------------------------------------------------
+  FailureOr<MeshView> meshView(Value mesh, Operation *user);
+  int64_t meshId(const MeshView &view);
+  FailureOr<int64_t> meshIdOf(Value mesh, Operation *user);
+  int64_t streamId(StringRef name);
+
+  // --- refs -----------------------------------------------------------------
+  int64_t newRef(Value value, int64_t mesh, int64_t stream);
+  FailureOr<int64_t> refOf(Value value, Operation *user);
+  FailureOr<int64_t> tensorMesh(Value value, Operation *user);
+
+  // --- instructions ---------------------------------------------------------
+  plan::Instruction &emit(Operation *op, int64_t mesh, int64_t stream);
+  LogicalResult lowerBlock(Block &block);
+  void emitDeletes(Operation *op, ArrayRef<int64_t> dead);
+  LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerArgs(Operation *op, ArrayAttr args, ValueRange tensors,
+                          google::protobuf::RepeatedPtrField<plan::Value> *out);
+  LogicalResult lowerCallee(Operation *op, StringRef schema, ValueRange tensors,
+                            ArrayAttr args, Value mesh, ValueRange results,
+                            bool isAten);
+  LogicalResult lowerReduce(Operation *op, Value input, ArrayAttr dims,
+                            ReductionKind reduction, bool scatter, bool inplace,
+                            Value out, Value result, DTensorType resultType);
+  LogicalResult lowerFetch(Operation *op, Value input, ArrayAttr dims,
+                           ArrayRef<int64_t> coords);
+  LogicalResult lowerFor(scf::ForOp op);
+  LogicalResult lowerCall(func::CallOp op);
+  LogicalResult emitRecording(Operation *op, int64_t id, Block &body,
+                              ArrayRef<Value> formals,
+                              ArrayRef<int64_t> formalRefs, ValueRange yielded,
+                              SmallVectorImpl<RefInfo> &resultInfo);
+  FailureOr<plan::TensorMeta> metaOf(Operation *op, Type type);
+
+  ModuleOp module;
+  SymbolTable symbols;
+  plan::Program program;
+  /// The instruction list being written (the program or a recording body).
+  InstList *out = nullptr;
+  /// Recording definitions, in the order they must be defined (callees
+  /// before their callers).
+  std::vector<plan::Instruction> recordings;
+
+  Value root;
+  std::optional<MeshView> rootLayout;
+  std::vector<std::pair<MeshView, int64_t>> meshes;
+  DenseMap<Value, MeshView> meshValues;
+  llvm::StringMap<int64_t> streams;
+
+  DenseMap<Value, int64_t> refs;
+  DenseMap<Value, int64_t> valueMeshes;
+  std::map<int64_t, RefInfo> refInfo;
+  DenseMap<Value, BorrowInfo> borrows;
+  /// Refs that die after the op being lowered (see lowerBlock).
+  llvm::SetVector<int64_t> *dyingHere = nullptr;
+  /// Functions being lowered (recursion is refused) and those lowered.
+  llvm::SmallPtrSet<Operation *, 8> inProgress;
+  llvm::StringMap<FunctionRecording> functionRecordings;
+
+  int64_t nextRef = 1, nextInstruction = 0, nextRecording = 1, nextBorrow = 1;
+};
+
+std::string locationString(Location loc) {
+  if (auto file = dyn_cast<FileLineColLoc>(loc))
+    return (file.getFilename().getValue() + ":" + Twine(file.getLine()) + ":" +
+            Twine(file.getColumn()))
+        .str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations())
+      if (std::string s = locationString(inner); !s.empty())
+        return s;
+  if (auto named = dyn_cast<NameLoc>(loc))
+    return locationString(named.getChildLoc());
+  if (auto callSite = dyn_cast<CallSiteLoc>(loc))
+    return locationString(callSite.getCallee());
+  return "";
+}
+
+InFlightDiagnostic unsupported(Operation *op, const Twine &why = "") {
+  InFlightDiagnostic diag = op->emitError()
+                            << "cannot lower '" << op->getName()
+                            << "' to the plan";
+  if (!why.isTriviallyEmpty())
+    diag << ": " << why;
+  return diag;
+}
+
+bool isRefType(Type type) { return isa<DTensorType, AsyncType>(type); }
+
+std::optional<plan::DType> planDType(Type element) {
+  if (element.isF32())
+    return plan::FLOAT32;
+  if (element.isF16())
+    return plan::FLOAT16;
+  if (element.isBF16())
+    return plan::BFLOAT16;
+  if (element.isF64())
+    return plan::FLOAT64;
+  if (auto i = dyn_cast<IntegerType>(element)) {
+    if (i.getWidth() == 1)
+      return plan::BOOL;
+    if (i.isUnsigned())
+      return i.getWidth() == 8 ? std::optional(plan::UINT8) : std::nullopt;
+    switch (i.getWidth()) {
+    case 8:
+      return plan::INT8;
+    case 16:
+      return plan::INT16;
+    case 32:
+      return plan::INT32;
+    case 64:
+      return plan::INT64;
+    default:
+      return std::nullopt;
+    }
+  }
+  if (auto c = dyn_cast<ComplexType>(element)) {
+    if (c.getElementType().isF32())
+      return plan::COMPLEX64;
+    if (c.getElementType().isF64())
+      return plan::COMPLEX128;
+  }
+  return std::nullopt;
+}
+
+std::optional<plan::DType> planDType(DType dtype) {
+  switch (dtype) {
+  case DType::uint8:
+    return plan::UINT8;
+  case DType::int8:
+    return plan::INT8;
+  case DType::int16:
+    return plan::INT16;
+  case DType::int32:
+    return plan::INT32;
+  case DType::int64:
+    return plan::INT64;
+  case DType::float16:
+    return plan::FLOAT16;
+  case DType::float32:
+    return plan::FLOAT32;
+  case DType::float64:
+    return plan::FLOAT64;
+  case DType::complex64:
+    return plan::COMPLEX64;
+  case DType::complex128:
+    return plan::COMPLEX128;
+  case DType::Bool:
+    return plan::BOOL;
+  case DType::bfloat16:
+    return plan::BFLOAT16;
+  case DType::complex32:
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+plan::ReduceOp planReduceOp(ReductionKind kind) {
+  switch (kind) {
+  case ReductionKind::sum:
+    return plan::SUM;
+  case ReductionKind::avg:
+    return plan::AVG;
+  case ReductionKind::min:
+    return plan::MIN;
+  case ReductionKind::max:
+    return plan::MAX;
+  case ReductionKind::product:
+    return plan::PRODUCT;
+  case ReductionKind::stack:
+    return plan::STACK;
+  }
+  return plan::SUM;
+}
+
+/// The value whose ref `v` shares when `v` is the result of an op that
+/// returns its input (slice_mesh, in-place reduce, wait); null otherwise.
+Value aliasParent(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return {};
+  if (auto op = dyn_cast<SliceMeshOp>(def))
+    return op.getInput();
+  if (auto op = dyn_cast<ReduceOp>(def); op && op.getInplace())
+    return op.getInput();
+  if (auto op = dyn_cast<ReduceStartOp>(def); op && op.getInplace())
+    return op.getInput();
+  if (auto op = dyn_cast<WaitOp>(def))
+    return op.getToken();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Meshes, streams, refs
+//===----------------------------------------------------------------------===//
+
+FailureOr<MeshView> PlanLowering::meshView(Value mesh, Operation *user) {
+  if (auto it = meshValues.find(mesh); it != meshValues.end())
+    return it->second;
+  auto type = cast<MeshType>(mesh.getType());
+  Operation *def = mesh.getDefiningOp();
+  if (!def) {
+    unsupported(user) << "its mesh is a block argument that is not bound to "
+                         "a static view of the root mesh";
+    return failure();
+  }
+  if (isa<SpawnProcsOp>(def)) {
+    if (root && root != mesh) {
+      InFlightDiagnostic diag =
+          def->emitError("cannot lower a second 'monarch.spawn_procs' to the "
+                         "plan: a plan has one root mesh");
+      diag.attachNote(root.getLoc()) << "the root mesh";
+      return failure();
+    }
+    auto view = MeshView::root(type.getShape());
+    if (!view.ok()) {
+      def->emitError("invalid root mesh: ") << view.error().message;
+      return failure();
+    }
+    root = mesh;
+    rootLayout = view.value();
+    meshValues.try_emplace(mesh, view.value());
+    return view.value();
+  }
+  if (!isMeshViewOp(def)) {
+    unsupported(def) << "its mesh result is not a static view of the root";
+    return failure();
+  }
+  FailureOr<MeshView> source = meshView(def->getOperand(0), def);
+  if (failed(source))
+    return failure();
+  if (auto view = dyn_cast<ViewOp>(def)) {
+    // A view restarts from the root: its source must be the root itself.
+    if (!rootLayout || *source != *rootLayout) {
+      unsupported(def) << "the source of a 'monarch.view' must be the root mesh";
+      return failure();
+    }
+  }
+  mesh::Result<MeshView> next =
+      llvm::TypeSwitch<Operation *, mesh::Result<MeshView>>(def)
+                  .Case<RenameOp, SplitOp, SliceOp, FlattenOp, ViewOp>(
+                      [&](auto viewOp) { return viewOp.apply(*source); });
+  if (!next.ok()) {
+    def->emitError("invalid mesh view: ") << next.error().message;
+    return failure();
+  }
+  meshValues.try_emplace(mesh, next.value());
+  return next.value();
+}
+
+int64_t PlanLowering::meshId(const MeshView &view) {
+  if (rootLayout && view == *rootLayout)
+    return 0;
+  for (auto &[known, id] : meshes)
+    if (known == view)
+      return id;
+  int64_t id = static_cast<int64_t>(meshes.size()) + 1;
+  meshes.emplace_back(view, id);
+  plan::Mesh *m = program.add_meshes();
+  m->set_id(id);
+  m->set_offset(view.offset());
+  for (const mesh::Dim &d : view.dims()) {
+    plan::MeshDim *dim = m->add_dims();
+    dim->set_name(d.name);
+    dim->set_size(d.size);
+    dim->set_stride(d.stride);
+  }
+  return id;
+}
+
+FailureOr<int64_t> PlanLowering::meshIdOf(Value mesh, Operation *user) {
+  FailureOr<MeshView> view = meshView(mesh, user);
+  if (failed(view))
+    return failure();
+  return meshId(*view);
+}
+
+int64_t PlanLowering::streamId(StringRef name) {
+  if (name.empty())
+    return 0;
+  auto [it, inserted] =
+      streams.try_emplace(name, static_cast<int64_t>(streams.size()) + 1);
+  if (inserted) {
+    plan::Stream *s = program.add_streams();
+    s->set_id(it->second);
+    s->set_name(name.str());
+  }
+  return it->second;
+}
+
+int64_t PlanLowering::newRef(Value value, int64_t mesh, int64_t stream) {
+  int64_t ref = nextRef++;
+  refInfo[ref] = {mesh, stream};
+  if (value) {
+    refs[value] = ref;
+    valueMeshes[value] = mesh;
+  }
+  return ref;
+}
+
+FailureOr<int64_t> PlanLowering::refOf(Value value, Operation *user) {
+  if (auto it = refs.find(value); it != refs.end())
+    return it->second;
+  unsupported(user) << "an operand (" << value.getType()
+                    << ") has no plan ref (defined by an unsupported op?)";
+  return failure();
+}
+
+FailureOr<int64_t> PlanLowering::tensorMesh(Value value, Operation *user) {
+  if (auto it = valueMeshes.find(value); it != valueMeshes.end())
+    return it->second;
+  unsupported(user) << "the mesh of an operand is unknown";
+  return failure();
+}
+
+FailureOr<plan::TensorMeta> PlanLowering::metaOf(Operation *op, Type type) {
+  if (auto async = dyn_cast<AsyncType>(type))
+    type = async.getValueType();
+  auto tensor = dyn_cast<DTensorType>(type);
+  if (!tensor) {
+    unsupported(op) << "expected a distributed tensor, got " << type;
+    return failure();
+  }
+  std::optional<plan::DType> dtype =
+      planDType(tensor.getLocal().getElementType());
+  if (!dtype) {
+    unsupported(op) << "element type " << tensor.getLocal().getElementType()
+                    << " has no plan dtype";
+    return failure();
+  }
+  plan::TensorMeta meta;
+  meta.set_dtype(*dtype);
+  for (int64_t d : tensor.getShape()) {
+    if (ShapedType::isDynamic(d)) {
+      unsupported(op) << "the tensor " << type
+                      << " has a dynamic shape, which the plan needs static";
+      return failure();
+    }
+    meta.add_shape(d);
+  }
+  return meta;
+}
+
+//===----------------------------------------------------------------------===//
+// Instructions
+//===----------------------------------------------------------------------===//
+
+plan::Instruction &PlanLowering::emit(Operation *op, int64_t mesh,
+                                      int64_t stream) {
+  plan::Instruction *inst = out->Add();
+  inst->set_id(nextInstruction++);
+  inst->set_mesh(mesh);
+  inst->set_stream(stream);
+  if (op)
+    inst->set_location(locationString(op->getLoc()));
+  return *inst;
+}
+
+/// Lowers the ops of `block` (not its terminator) and deletes every ref
+/// defined in it right after its last use. Refs used by the terminator
+/// (returned or yielded) and borrowed refs are not deleted here.
+LogicalResult PlanLowering::lowerBlock(Block &block) {
+  // Position of every op of the block.
+  DenseMap<Operation *, unsigned> position;
+  unsigned n = 0;
+  for (Operation &op : block)
+    position[&op] = n++;
+
+  // For each position, the values whose ref dies after it.
+  DenseMap<unsigned, SmallVector<Value>> dying;
+  for (Operation &op : block.without_terminator()) {
+    for (Value result : op.getResults()) {
+      if (!isRefType(result.getType()) || aliasParent(result))
+        continue;
+      if (isa<BorrowOp>(op))
+        continue; // ended by borrow_drop
+      // Every use of the ref: through aliases, and a borrow of it lasts
+      // until the borrow's events.
+      unsigned last = position[&op];
+      bool escapes = false;
+      SmallVector<Value> work{result};
+      while (!work.empty() && !escapes) {
+        Value v = work.pop_back_val();
+        for (OpOperand &use : v.getUses()) {
+          Operation *user = block.findAncestorOpInBlock(*use.getOwner());
+          if (!user) {
+            escapes = true;
+            break;
+          }
+          if (user == block.getTerminator()) {
+            escapes = true;
+            break;
+          }
+          last = std::max(last, position[user]);
+          Operation *owner = use.getOwner();
+          if (owner->getNumResults() == 1 && aliasParent(owner->getResult(0)) == v)
+            work.push_back(owner->getResult(0));
+          if (auto borrow = dyn_cast<BorrowOp>(owner)) {
+            for (Operation *event : borrow.getBorrow().getUsers())
+              if (Operation *e = block.findAncestorOpInBlock(*event))
+                last = std::max(last, position[e]);
+            for (OpOperand &bu : borrow.getResult().getUses())
+              if (Operation *e = block.findAncestorOpInBlock(*bu.getOwner()))
+                last = std::max(last, position[e]);
+          }
+        }
+      }
+      if (!escapes)
+        dying[last].push_back(result);
+    }
+  }
+
+  for (Operation &op : block.without_terminator()) {
+    // Refs of values defined earlier die after this op; lowerFor may free
+    // them sooner (after the first iteration) and take them out.
+    llvm::SetVector<int64_t> dyingRefs;
+    if (auto it = dying.find(position[&op]); it != dying.end())
+      for (Value v : it->second)
+        if (auto ref = refs.find(v); ref != refs.end())
+          dyingRefs.insert(ref->second);
+    llvm::SetVector<int64_t> *outerDying = dyingHere;
+    dyingHere = &dyingRefs;
+    LogicalResult lowered = lowerOp(&op);
+    dyingHere = outerDying;
+    if (failed(lowered))
+      return failure();
+    // Results of this op that are never used die here too.
+    if (auto it = dying.find(position[&op]); it != dying.end())
+      for (Value v : it->second)
+        if (auto ref = refs.find(v); ref != refs.end())
+          dyingRefs.insert(ref->second);
+    emitDeletes(&op, dyingRefs.getArrayRef());
+  }
+  return success();
+}
+
+void PlanLowering::emitDeletes(Operation *op, ArrayRef<int64_t> dead) {
+  // One delete_refs per (mesh, stream), in order of first appearance.
+  llvm::MapVector<std::pair<int64_t, int64_t>, SmallVector<int64_t>> groups;
+  for (int64_t r : dead)
+    groups[{refInfo[r].mesh, refInfo[r].stream}].push_back(r);
+  for (auto &[where, refList] : groups) {
+    plan::Instruction &inst = emit(op, where.first, where.second);
+    for (int64_t r : refList)
+      inst.mutable_delete_refs()->add_refs(r);
+  }
+}
+
+LogicalResult PlanLowering::lowerArgs(
+    Operation *op, ArrayAttr args, ValueRange tensors,
+    google::protobuf::RepeatedPtrField<plan::Value> *outArgs) {
+  size_t next = 0;
+  auto takeRef = [&]() -> FailureOr<int64_t> {
+    if (next >= tensors.size()) {
+      unsupported(op) << "more tensor placeholders than operands";
+      return failure();
+    }
+    return refOf(tensors[next++], op);
+  };
+  for (auto [i, attr] : llvm::enumerate(args)) {
+    plan::Value *v = outArgs->Add();
+    if (isa<OperandAttr>(attr)) {
+      FailureOr<int64_t> ref = takeRef();
+      if (failed(ref))
+        return failure();
+      v->set_ref(*ref);
+    } else if (auto list = dyn_cast<OperandListAttr>(attr)) {
+      plan::RefList *refList = v->mutable_ref_list();
+      for (int64_t k = 0; k < list.getCount(); ++k) {
+        FailureOr<int64_t> ref = takeRef();
+        if (failed(ref))
+          return failure();
+        refList->add_refs(*ref);
+      }
+    } else if (auto list = dyn_cast<OptionalOperandListAttr>(attr)) {
+      plan::ValueList *values = v->mutable_list();
+      for (bool present : list.getPresent().asArrayRef()) {
+        plan::Value *element = values->add_values();
+        if (!present) {
+          element->mutable_none();
+          continue;
+        }
+        FailureOr<int64_t> ref = takeRef();
+        if (failed(ref))
+          return failure();
+        element->set_ref(*ref);
+      }
+    } else if (auto b = dyn_cast<BoolAttr>(attr)) {
+      v->set_bool_value(b.getValue());
+    } else if (auto i = dyn_cast<IntegerAttr>(attr)) {
+      if (i.getType().isInteger(1))
+        v->set_bool_value(i.getValue().getBoolValue());
+      else
+        v->set_int_value(i.getValue().getSExtValue());
+    } else if (auto f = dyn_cast<FloatAttr>(attr)) {
+      v->set_float_value(f.getValueAsDouble());
+    } else if (auto s = dyn_cast<StringAttr>(attr)) {
+      v->set_string_value(s.getValue().str());
+    } else if (auto a = dyn_cast<DenseI64ArrayAttr>(attr)) {
+      for (int64_t x : a.asArrayRef())
+        v->mutable_int_list()->add_values(x);
+    } else if (auto a = dyn_cast<DenseF64ArrayAttr>(attr)) {
+      for (double x : a.asArrayRef())
+        v->mutable_float_list()->add_values(x);
+    } else if (auto a = dyn_cast<DenseBoolArrayAttr>(attr)) {
+      for (bool x : a.asArrayRef())
+        v->mutable_bool_list()->add_values(x);
+    } else if (auto d = dyn_cast<DTypeAttr>(attr)) {
+      std::optional<plan::DType> dtype = planDType(d.getValue());
+      if (!dtype) {
+        unsupported(op) << "argument #" << i << ": dtype "
+                        << stringifyDType(d.getValue()) << " has no plan dtype";
+        return failure();
+      }
+      v->set_dtype(*dtype);
+    } else if (auto d = dyn_cast<DeviceAttr>(attr)) {
+      v->mutable_device()->set_spec(d.getName().getValue().str());
+    } else if (auto l = dyn_cast<TorchLayoutAttr>(attr)) {
+      switch (l.getValue()) {
+      case TorchLayout::strided:
+        v->set_layout(plan::STRIDED);
+        break;
+      case TorchLayout::sparse_coo:
+        v->set_layout(plan::SPARSE_COO);
+        break;
+      default:
+        unsupported(op) << "argument #" << i << ": layout "
+                        << stringifyTorchLayout(l.getValue())
+                        << " has no plan layout";
+        return failure();
+      }
+    } else if (auto m = dyn_cast<MemoryFormatAttr>(attr)) {
+      switch (m.getValue()) {
+      case MemoryFormat::contiguous_format:
+        v->set_memory_format(plan::CONTIGUOUS_FORMAT);
+        break;
+      case MemoryFormat::preserve_format:
+        v->set_memory_format(plan::PRESERVE_FORMAT);
+        break;
+      case MemoryFormat::channels_last:
+        v->set_memory_format(plan::CHANNELS_LAST);
+        break;
+      case MemoryFormat::channels_last_3d:
+        v->set_memory_format(plan::CHANNELS_LAST_3D);
+        break;
+      }
+    } else if (isa<NoneAttr>(attr)) {
+      v->mutable_none();
+    } else if (auto s = dyn_cast<ScalarAttr>(attr)) {
+      Attribute inner = s.getValue();
+      plan::Scalar *scalar = v->mutable_scalar();
+      if (auto b = dyn_cast<BoolAttr>(inner))
+        scalar->set_bool_value(b.getValue());
+      else if (auto i = dyn_cast<IntegerAttr>(inner))
+        scalar->set_int_value(i.getValue().getSExtValue());
+      else if (auto f = dyn_cast<FloatAttr>(inner))
+        scalar->set_float_value(f.getValueAsDouble());
+      else {
+        unsupported(op) << "argument #" << i << ": scalar " << inner
+                        << " is not an int, float or bool";
+        return failure();
+      }
+    } else {
+      unsupported(op) << "argument #" << i << " (" << attr
+                      << ") has no plan value";
+      return failure();
+    }
+  }
+  if (next != tensors.size()) {
+    unsupported(op) << "the argument list does not place every tensor operand";
+    return failure();
+  }
+  return success();
+}
+
+LogicalResult PlanLowering::lowerCallee(Operation *op, StringRef schema,
+                                        ValueRange tensors, ArrayAttr args,
+                                        Value mesh, ValueRange results,
+                                        bool isAten) {
+  FailureOr<int64_t> meshIdValue = meshIdOf(mesh, op);
+  if (failed(meshIdValue))
+    return failure();
+  StringRef stream;
+  if (!results.empty())
+    stream = cast<DTensorType>(results.front().getType()).getStreamName();
+  else if (!tensors.empty())
+    stream = cast<DTensorType>(tensors.front().getType()).getStreamName();
+  int64_t streamIdValue = streamId(stream);
+  plan::Instruction &inst = emit(op, *meshIdValue, streamIdValue);
+  google::protobuf::RepeatedPtrField<plan::Value> *argList;
+  google::protobuf::RepeatedField<int64_t> *resultList;
+  if (isAten) {
+    plan::CallOp *call = inst.mutable_call_op();
+    // "aten::add.Tensor" -> name "aten::add", overload "Tensor".
+    size_t ns = schema.find("::");
+    size_t dot = schema.find('.', ns == StringRef::npos ? 0 : ns + 2);
+    call->set_name(schema.substr(0, dot).str());
+    if (dot != StringRef::npos)
+      call->set_overload(schema.substr(dot + 1).str());
+    argList = call->mutable_args();
+    resultList = call->mutable_results();
+  } else {
+    plan::CallFunction *call = inst.mutable_call_function();
+    call->set_name(schema.str());
+    argList = call->mutable_args();
+    resultList = call->mutable_results();
+  }
+  if (failed(lowerArgs(op, args, tensors, argList)))
+    return failure();
+  for (Value result : results)
+    resultList->Add(newRef(result, *meshIdValue, streamIdValue));
+  return success();
+}
+
+LogicalResult PlanLowering::lowerReduce(Operation *op, Value input,
+                                        ArrayAttr dims, ReductionKind reduction,
+                                        bool scatter, bool inplace, Value outV,
+                                        Value result, DTensorType resultType) {
+  FailureOr<int64_t> inputRef = refOf(input, op);
+  FailureOr<int64_t> mesh = tensorMesh(input, op);
+  FailureOr<plan::TensorMeta> meta = metaOf(op, input.getType());
+  if (failed(inputRef) || failed(mesh) || failed(meta))
+    return failure();
+  int64_t stream = streamId(resultType.getStreamName());
+  plan::Instruction &inst = emit(op, *mesh, stream);
+  plan::Reduce *reduce = inst.mutable_reduce();
+  reduce->set_input(*inputRef);
+  for (StringRef d : dims.getAsValueRange<StringAttr>())
+    reduce->add_dims(d.str());
+  reduce->set_op(planReduceOp(reduction));
+  reduce->set_scatter(scatter);
+  reduce->set_in_place(inplace);
+  *reduce->mutable_input_meta() = *meta;
+  if (outV) {
+    FailureOr<int64_t> outRef = refOf(outV, op);
+    if (failed(outRef))
+      return failure();
+    reduce->set_out(*outRef);
+  }
+  if (inplace) {
+    refs[result] = *inputRef;
+    valueMeshes[result] = *mesh;
+  } else {
+    reduce->set_result(newRef(result, *mesh, stream));
+  }
+  return success();
+}
+
+LogicalResult PlanLowering::lowerFetch(Operation *op, Value input,
+                                       ArrayAttr dims,
+                                       ArrayRef<int64_t> coords) {
+  FailureOr<int64_t> ref = refOf(input, op);
+  FailureOr<int64_t> mesh = tensorMesh(input, op);
+  if (failed(ref) || failed(mesh))
+    return failure();
+  // The 0-d slice of the tensor's mesh at the coordinates (0 if not given).
+  MeshView view = *mesh == 0 ? *rootLayout : meshes[*mesh - 1].first;
+  for (std::string name : view.names()) {
+    int64_t coord = 0;
+    for (auto [d, c] : llvm::zip(dims.getAsValueRange<StringAttr>(), coords))
+      if (d == name)
+        coord = c;
+    auto next = view.slice(name, coord);
+    if (!next.ok()) {
+      op->emitError("cannot lower to the plan: ") << next.error().message;
+      return failure();
+    }
+    view = next.value();
+  }
+  int64_t stream =
+      streamId(cast<DTensorType>(input.getType()).getStreamName());
+  plan::Instruction &inst = emit(op, meshId(view), stream);
+  inst.mutable_fetch()->set_ref(*ref);
+  return success();
+}
+
+LogicalResult PlanLowering::emitRecording(Operation *op, int64_t id,
+                                          Block &body, ArrayRef<Value> formals,
+                                          ArrayRef<int64_t> formalRefs,
+                                          ValueRange yielded,
+                                          SmallVectorImpl<RefInfo> &resultInfo) {
+  plan::Instruction define;
+  define.set_id(nextInstruction++);
+  define.set_location(locationString(op->getLoc()));
+  plan::Recording *rec = define.mutable_define_recording()->mutable_recording();
+  rec->set_id(id);
+  // Bind the formals, remembering what they shadow (captured outer values).
+  SmallVector<std::pair<Value, std::optional<int64_t>>> saved;
+  for (auto [value, ref] : llvm::zip(formals, formalRefs)) {
+    auto it = refs.find(value);
+    saved.emplace_back(value, it == refs.end() ? std::nullopt
+                                               : std::optional(it->second));
+    refs[value] = ref;
+    rec->add_formals(ref);
+  }
+  InstList *outer = out;
+  out = rec->mutable_body();
+  LogicalResult result = lowerBlock(body);
+  out = outer;
+  if (succeeded(result)) {
+    for (Value v : yielded) {
+      FailureOr<int64_t> ref = refOf(v, body.getTerminator());
+      if (failed(ref)) {
+        result = failure();
+        break;
+      }
+      rec->add_results(*ref);
+      resultInfo.push_back(refInfo[*ref]);
+    }
+  }
+  for (auto &[value, ref] : saved) {
+    if (ref)
+      refs[value] = *ref;
+    else
+      refs.erase(value);
+  }
+  if (succeeded(result))
+    recordings.push_back(std::move(define));
+  return result;
+}
+
+/// The tensors a region uses from above, in a stable order.
+SmallVector<Value> capturedRefs(Region &region) {
+  llvm::SetVector<Value> above;
+  getUsedValuesDefinedAbove(region, above);
+  SmallVector<Value> result;
+  for (Value v : above)
+    if (isRefType(v.getType()))
+      result.push_back(v);
+  return result;
+}
+
+LogicalResult PlanLowering::lowerFor(scf::ForOp op) {
+  std::optional<int64_t> lb = getConstantIntValue(op.getLowerBound());
+  std::optional<int64_t> ub = getConstantIntValue(op.getUpperBound());
+  std::optional<int64_t> step = getConstantIntValue(op.getStep());
+  if (!lb || !ub || !step)
+    return unsupported(op, "its bounds and step must be constants");
+  if (*step <= 0)
+    return unsupported(op, "its step must be positive");
+  if (!op.getInductionVar().use_empty())
+    return unsupported(op, "its induction variable is used, and the plan has "
+                           "no scalar values");
+  for (Value v : op.getInitArgs())
+    if (!isa<DTensorType>(v.getType()))
+      return unsupported(op, "a loop-carried value is not a distributed "
+                             "tensor");
+  int64_t trips = *ub > *lb ? (*ub - *lb + *step - 1) / *step : 0;
+  if (trips == 0) {
+    if (op.getNumResults())
+      return unsupported(op, "it runs zero times and carries values");
+    return success();
+  }
+
+  // Formals: the iteration arguments, then the tensors captured from above.
+  SmallVector<Value> captured = capturedRefs(op.getRegion());
+  SmallVector<Value> formals(op.getRegionIterArgs());
+  formals.append(captured);
+  SmallVector<int64_t> formalRefs;
+  for (auto [i, value] : llvm::enumerate(formals)) {
+    Value outerValue = i < op.getNumRegionIterArgs()
+                           ? op.getInitArgs()[i]
+                           : value;
+    FailureOr<int64_t> outerRef = refOf(outerValue, op);
+    FailureOr<int64_t> mesh = tensorMesh(outerValue, op);
+    if (failed(outerRef) || failed(mesh))
+      return failure();
+    formalRefs.push_back(newRef({}, refInfo[*outerRef].mesh,
+                                refInfo[*outerRef].stream));
+    valueMeshes[value] = *mesh;
+  }
+  int64_t id = nextRecording++;
+  SmallVector<RefInfo> resultInfo;
+  auto yield = cast<scf::YieldOp>(op.getBody()->getTerminator());
+  if (failed(emitRecording(op, id, *op.getBody(), formals, formalRefs,
+                           yield.getOperands(), resultInfo)))
+    return failure();
+
+  // N calls; iteration k's results are iteration k+1's actuals.
+  SmallVector<int64_t> carried;
+  for (Value v : op.getInitArgs())
+    carried.push_back(*refOf(v, op));
+  SmallVector<int64_t> capturedActuals;
+  for (Value v : captured)
+    capturedActuals.push_back(*refOf(v, op));
+  for (int64_t k = 0; k < trips; ++k) {
+    plan::Instruction &inst = emit(op, 0, 0);
+    plan::CallRecording *call = inst.mutable_call_recording();
+    call->set_recording(id);
+    for (int64_t r : carried)
+      call->add_actuals(r);
+    for (int64_t r : capturedActuals)
+      call->add_actuals(r);
+    SmallVector<int64_t> next;
+    for (auto [i, info] : llvm::enumerate(resultInfo)) {
+      Value result = k + 1 == trips ? op.getResult(i) : Value();
+      int64_t ref = newRef(result, info.mesh, info.stream);
+      call->add_results(ref);
+      next.push_back(ref);
+    }
+    // The previous iteration's values are dead. The initial ones are when
+    // this loop is their last use and the body does not capture them.
+    SmallVector<int64_t> dead;
+    for (int64_t r : carried) {
+      if (k > 0) {
+        dead.push_back(r);
+      } else if (dyingHere && dyingHere->contains(r) &&
+                 !llvm::is_contained(capturedActuals, r) &&
+                 llvm::count(carried, r) == 1) {
+        dead.push_back(r);
+        dyingHere->remove(r);
+      }
+    }
+    emitDeletes(op, dead);
+    carried = std::move(next);
+  }
+  // The results' meshes follow the yielded values'.
+  for (auto [i, info] : llvm::enumerate(resultInfo))
+    valueMeshes[op.getResult(i)] = info.mesh;
+  return success();
+}
+
+LogicalResult PlanLowering::lowerCall(func::CallOp op) {
+  auto callee = symbols.lookup<func::FuncOp>(op.getCallee());
+  if (!callee || callee.isExternal())
+    return unsupported(op, "the callee '" + op.getCallee() +
+                               "' has no body in this module");
+  if (inProgress.contains(callee))
+    return unsupported(op, "recursive calls cannot be recorded");
+  for (Type t : callee.getResultTypes())
+    if (!isa<DTensorType, HostType>(t))
+      return unsupported(op, "a result is neither a distributed tensor nor a "
+                             "host value");
+  if (callee.getBody().getBlocks().size() != 1)
+    return unsupported(op, "the callee has several blocks");
+
+  // Specialise on the plan meshes of the arguments.
+  std::string key = op.getCallee().str();
+  SmallVector<Value> formals;
+  SmallVector<int64_t> formalRefs, actuals;
+  Block &body = callee.getBody().front();
+  for (auto [arg, actual] : llvm::zip(body.getArguments(), op.getOperands())) {
+    if (isa<MeshType>(arg.getType())) {
+      FailureOr<MeshView> view = meshView(actual, op);
+      if (failed(view))
+        return failure();
+      key += "|m" + std::to_string(meshId(*view));
+      meshValues.erase(arg);
+      meshValues.try_emplace(arg, *view);
+      continue;
+    }
+    if (!isa<DTensorType>(arg.getType()))
+      return unsupported(op, "an argument is neither a mesh nor a distributed "
+                             "tensor");
+    FailureOr<int64_t> ref = refOf(actual, op);
+    FailureOr<int64_t> mesh = tensorMesh(actual, op);
+    if (failed(ref) || failed(mesh))
+      return failure();
+    key += "|t" + std::to_string(*mesh);
+    valueMeshes[arg] = *mesh;
+    formals.push_back(arg);
+    actuals.push_back(*ref);
+  }
+  auto it = functionRecordings.find(key);
+  if (it == functionRecordings.end()) {
+    // Views made in the body depend on this specialisation's meshes.
+    callee.getBody().walk([&](Operation *inner) {
+      for (Value r : inner->getResults())
+        meshValues.erase(r);
+    });
+    FunctionRecording fr;
+    fr.id = nextRecording++;
+    for (int64_t r : actuals)
+      formalRefs.push_back(newRef({}, refInfo[r].mesh, refInfo[r].stream));
+    SmallVector<Value> yielded;
+    for (Value v : body.getTerminator()->getOperands())
+      if (isa<DTensorType>(v.getType()))
+        yielded.push_back(v);
+    inProgress.insert(callee);
+    LogicalResult lowered = emitRecording(op, fr.id, body, formals, formalRefs,
+                                          yielded, fr.results);
+    inProgress.erase(callee);
+    if (failed(lowered))
+      return failure();
+    it = functionRecordings.try_emplace(key, std::move(fr)).first;
+  }
+  plan::Instruction &inst = emit(op, 0, 0);
+  plan::CallRecording *call = inst.mutable_call_recording();
+  call->set_recording(it->second.id);
+  for (int64_t r : actuals)
+    call->add_actuals(r);
+  unsigned k = 0;
+  for (Value result : op.getResults()) {
+    if (!isa<DTensorType>(result.getType()))
+      continue;
+    RefInfo info = it->second.results[k++];
+    call->add_results(newRef(result, info.mesh, info.stream));
+  }
+  return success();
+}
+
+LogicalResult PlanLowering::lowerOp(Operation *op) {
+  return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+      .Case<SpawnProcsOp, RenameOp, SplitOp, SliceOp, FlattenOp, ViewOp>(
+          [&](Operation *) {
+            // Meshes are static: resolved (and declared) where they are used.
+            return success(succeeded(meshView(op->getResult(0), op)));
+          })
+      .Case<arith::ConstantOp>([&](arith::ConstantOp c) {
+        // Scalars exist only on the controller (loop bounds).
+        if (!c.getType().isIntOrIndex())
+          return LogicalResult(unsupported(op, "only integer constants "
+                                               "(loop bounds) are supported"));
+        return success();
+      })
+      .Case<AtenOp>([&](AtenOp a) {
+        return lowerCallee(op, a.getSchema(), a.getTensors(), a.getArgs(),
+                           a.getMesh(), a.getResults(), /*isAten=*/true);
+      })
+      .Case<CallFunctionOp>([&](CallFunctionOp c) {
+        return lowerCallee(op, c.getCallee(), c.getTensors(), c.getArgs(),
+                           c.getMesh(), c.getResults(), /*isAten=*/false);
+      })
+      .Case<RankOp>([&](RankOp r) -> LogicalResult {
+        FailureOr<int64_t> mesh = meshIdOf(r.getMesh(), op);
+        if (failed(mesh))
+          return failure();
+        int64_t stream =
+            streamId(cast<DTensorType>(r.getType()).getStreamName());
+        plan::Instruction &inst = emit(op, *mesh, stream);
+        for (StringRef d : r.getDims().getAsValueRange<StringAttr>())
+          inst.mutable_rank_tensor()->add_dims(d.str());
+        inst.mutable_rank_tensor()->set_result(
+            newRef(r.getResult(), *mesh, stream));
+        return success();
+      })
+      .Case<ReduceOp>([&](ReduceOp r) {
+        return lowerReduce(op, r.getInput(), r.getDims(), r.getReduction(),
+                           r.getScatter(), r.getInplace(), r.getOut(),
+                           r.getResult(), cast<DTensorType>(r.getType()));
+      })
+      .Case<ReduceStartOp>([&](ReduceStartOp r) {
+        return lowerReduce(
+            op, r.getInput(), r.getDims(), r.getReduction(), r.getScatter(),
+            r.getInplace(), r.getOut(), r.getToken(),
+            cast<DTensorType>(cast<AsyncType>(r.getType()).getValueType()));
+      })
+      .Case<WaitOp>([&](WaitOp w) -> LogicalResult {
+        // The plan is asynchronous per stream: the reduce's result ref is
+        // the waited value.
+        if (!isa<DTensorType>(w.getType()))
+          return unsupported(op, "it waits for something other than a "
+                                 "distributed tensor");
+        FailureOr<int64_t> ref = refOf(w.getToken(), op);
+        FailureOr<int64_t> mesh = tensorMesh(w.getToken(), op);
+        if (failed(ref) || failed(mesh))
+          return failure();
+        refs[w.getResult()] = *ref;
+        valueMeshes[w.getResult()] = *mesh;
+        return success();
+      })
+      .Case<ToMeshOp>([&](ToMeshOp t) -> LogicalResult {
+        FailureOr<int64_t> input = refOf(t.getInput(), op);
+        FailureOr<int64_t> source = tensorMesh(t.getInput(), op);
+        FailureOr<int64_t> dest = meshIdOf(t.getDest(), op);
+        FailureOr<plan::TensorMeta> meta = metaOf(op, t.getType());
+        if (failed(input) || failed(source) || failed(dest) || failed(meta))
+          return failure();
+        int64_t stream =
+            streamId(cast<DTensorType>(t.getType()).getStreamName());
+        plan::Instruction &inst = emit(op, *dest, stream);
+        plan::SendTensor *send = inst.mutable_send_tensor();
+        send->set_input(*input);
+        send->set_source_mesh(*source);
+        send->set_dest_mesh(*dest);
+        *send->mutable_meta() = *meta;
+        send->set_result(newRef(t.getResult(), *dest, stream));
+        return success();
+      })
+      .Case<SliceMeshOp>([&](SliceMeshOp s) -> LogicalResult {
+        // No data moves: the result is the input's ref on the sliced mesh.
+        FailureOr<int64_t> ref = refOf(s.getInput(), op);
+        FailureOr<int64_t> mesh = tensorMesh(s.getInput(), op);
+        if (failed(ref) || failed(mesh))
+          return failure();
+        MeshView view = *mesh == 0 ? *rootLayout : meshes[*mesh - 1].first;
+        for (auto [name, start, stop, stepValue] :
+             llvm::zip(s.getDims().getAsValueRange<StringAttr>(),
+                       s.getStarts(), s.getStops(), s.getSteps())) {
+          auto bound = [](int64_t x) -> std::optional<int64_t> {
+            if (x == SliceOp::kNone)
+              return std::nullopt;
+            return x;
+          };
+          mesh::Result<MeshView> next =
+              stepValue == 0 ? view.slice(name, start)
+                             : view.slice(name, mesh::Range{bound(start),
+                                                            bound(stop),
+                                                            stepValue});
+          if (!next.ok()) {
+            op->emitError("cannot lower to the plan: ")
+                << next.error().message;
+            return failure();
+          }
+          view = next.value();
+        }
+        refs[s.getResult()] = *ref;
+        valueMeshes[s.getResult()] = meshId(view);
+        return success();
+      })
+      .Case<FetchShardOp, InspectOp>([&](auto f) {
+        return lowerFetch(op, f.getInput(), f.getDims(), f.getCoords());
+      })
+      .Case<StreamCreateOp>([&](StreamCreateOp s) {
+        streamId(s.getType().getName().getValue());
+        return success();
+      })
+      .Case<BorrowOp>([&](BorrowOp b) -> LogicalResult {
+        FailureOr<int64_t> input = refOf(b.getInput(), op);
+        FailureOr<int64_t> mesh = tensorMesh(b.getInput(), op);
+        if (failed(input) || failed(mesh))
+          return failure();
+        BorrowInfo info;
+        info.id = nextBorrow++;
+        info.mesh = *mesh;
+        info.fromStream = streamId(
+            cast<DTensorType>(b.getInput().getType()).getStreamName());
+        info.toStream =
+            streamId(cast<DTensorType>(b.getResult().getType()).getStreamName());
+        plan::Instruction &inst = emit(op, info.mesh, info.toStream);
+        plan::BorrowCreate *create = inst.mutable_borrow_create();
+        create->set_borrow(info.id);
+        create->set_input(*input);
+        create->set_from_stream(info.fromStream);
+        create->set_mutable_(b.getIsMutable());
+        create->set_result(newRef(b.getResult(), info.mesh, info.toStream));
+        borrows[b.getBorrow()] = info;
+        return success();
+      })
+      .Case<BorrowFirstUseOp, BorrowLastUseOp, BorrowDropOp>(
+          [&](auto e) -> LogicalResult {
+            auto it = borrows.find(e.getBorrow());
+            if (it == borrows.end())
+              return unsupported(op, "its borrow token is not from a "
+                                     "'monarch.borrow' of this function");
+            const BorrowInfo &info = it->second;
+            bool drop = isa<BorrowDropOp>(op);
+            plan::Instruction &inst = emit(
+                op, info.mesh, drop ? info.fromStream : info.toStream);
+            if (isa<BorrowFirstUseOp>(op))
+              inst.mutable_borrow_first_use()->set_borrow(info.id);
+            else if (isa<BorrowLastUseOp>(op))
+              inst.mutable_borrow_last_use()->set_borrow(info.id);
+            else
+              inst.mutable_borrow_drop()->set_borrow(info.id);
+            return success();
+          })
+      .Case<scf::ForOp>([&](scf::ForOp f) { return lowerFor(f); })
+      .Case<func::CallOp>([&](func::CallOp c) { return lowerCall(c); })
+      .Default([&](Operation *) { return LogicalResult(unsupported(op)); });
+}
+
+FailureOr<plan::Program> PlanLowering::run(StringRef entryName) {
+  func::FuncOp entry;
+  if (!entryName.empty()) {
+    entry = symbols.lookup<func::FuncOp>(entryName);
+    if (!entry) {
+      module.emitError("no function '") << entryName << "' to lower";
+      return failure();
+    }
+  } else if (!(entry = symbols.lookup<func::FuncOp>("main"))) {
+    auto funcs = llvm::to_vector(module.getOps<func::FuncOp>());
+    if (funcs.size() != 1) {
+      module.emitError("no entry function: name one with entry= (there is no "
+                       "'main' and ")
+          << funcs.size() << " functions)";
+      return failure();
+    }
+    entry = funcs.front();
+  }
+  if (entry.isExternal() || entry.getBody().getBlocks().size() != 1) {
+    entry.emitError("the entry function must have a body of one block");
+    return failure();
+  }
+  if (entry.getNumArguments()) {
+    entry.emitError("the entry function cannot take arguments: the plan has "
+                    "no inputs");
+    return failure();
+  }
+
+  program.set_magic(0x4d4f4e50);
+  program.set_version(1);
+  InstList top;
+  out = &top;
+  if (failed(lowerBlock(entry.getBody().front())))
+    return failure();
+  if (!rootLayout) {
+    entry.emitError("the program has no 'monarch.spawn_procs': a plan needs "
+                    "a root mesh");
+    return failure();
+  }
+  for (const mesh::Dim &d : rootLayout->dims()) {
+    plan::MeshDim *dim = program.add_root();
+    dim->set_name(d.name);
+    dim->set_size(d.size);
+  }
+  // Recordings first (callees before callers), then the program.
+  for (plan::Instruction &define : recordings)
+    *program.add_instructions() = std::move(define);
+  for (plan::Instruction &inst : top)
+    *program.add_instructions() = std::move(inst);
+  return std::move(program);
+}
+
+//===----------------------------------------------------------------------===//
+// The pass
+//===----------------------------------------------------------------------===//
+
+struct EmitPlanPass : public monarch::impl::MonarchEmitPlanBase<EmitPlanPass> {
+  using MonarchEmitPlanBase::MonarchEmitPlanBase;
+
+  void runOnOperation() override {
+    if (format != "binary" && format != "text") {
+      getOperation().emitError("--monarch-emit-plan: unknown format '")
+          << format << "' (expected 'binary' or 'text')";
+      return signalPassFailure();
+    }
+    FailureOr<plan::Program> program = lowerToPlan(getOperation(), entry);
+    if (failed(program))
+      return signalPassFailure();
+    std::string error;
+    auto file = openOutputFile(output, &error);
+    if (!file) {
+      getOperation().emitError("--monarch-emit-plan: ") << error;
+      return signalPassFailure();
+    }
+    if (format == "text") {
+      printPlan(*program, file->os());
+    } else {
+      std::string bytes;
+      if (!program->SerializeToString(&bytes)) {
+        getOperation().emitError("--monarch-emit-plan: cannot serialize");
+        return signalPassFailure();
+      }
+      file->os() << bytes;
+    }
+    file->keep();
+    markAllAnalysesPreserved();
+  }
+};
+
+} // namespace
+
+FailureOr<plan::Program> monarch::lowerToPlan(ModuleOp module,
+                                              StringRef entry) {
+  return PlanLowering(module).run(entry);
+}
