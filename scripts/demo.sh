@@ -34,7 +34,7 @@ else
   echo "monarch-opt was not built (see the configure output); skipping the compiler demo"
 fi
 
-example="$build/bin/monarch-runtime-example"
+example="$build/bin/monarch-example-hello-actors"
 if [ -x "$example" ]; then
   section "the actor runtime: docs/runtime.md's example"
   "$example"
