@@ -6,6 +6,7 @@
 // borrow is dropped only just before that parameter's update.
 //
 // RUN: monarch-opt %s --monarch-default-pipeline | FileCheck %s
+// RUN: monarch-opt %s --monarch-default-pipeline=bucket-bytes=40000 | FileCheck %s --check-prefix=BUCKET
 // RUN: monarch-opt %s --monarch-simulate=profile=%S/Inputs/ddp-profile.json --mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=NAIVE
 // RUN: monarch-opt %s --monarch-default-pipeline --monarch-simulate=profile=%S/Inputs/ddp-profile.json --mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | FileCheck %s --check-prefix=OVERLAP
 
@@ -19,6 +20,16 @@
 !L = !monarch.tensor<f32, <dp = 4>>
 
 func.func @ddp_step(%m: !monarch.mesh<dp = 4>, %x: !T, %w1: !T, %w2: !T, %w3: !T) -> !L {
+// With 40000-byte buckets the gradients of w3 and w2 (16 KiB each) share one
+// all-reduce, w1's gets its own.
+// BUCKET-LABEL: func.func @ddp_step
+// BUCKET: %[[FLAT:.*]] = monarch.aten "aten::cat"
+// BUCKET-NEXT: %[[FC:.*]], %{{.*}} = monarch.borrow %[[FLAT]] to %{{.*}} mutable
+// BUCKET: monarch.reduce_start %[[FC]] (dp) sum inplace : !monarch.tensor<8192xf32, <dp = 4>, stream = "comm">
+// BUCKET: monarch.reduce_start %{{.*}} (dp) sum inplace : !monarch.tensor<64x64xf32, <dp = 4>, stream = "comm">
+// BUCKET-NOT: monarch.reduce_start
+// BUCKET: aten::split_with_sizes
+
 // CHECK-LABEL: func.func @ddp_step
 // CHECK-SAME: (%[[M:.*]]: !monarch.mesh<dp = 4>, %[[X:[^:]*]]: {{[^%]*}}, %[[W1:[^:]*]]: {{[^%]*}}, %[[W2:[^:]*]]: {{[^%]*}}, %[[W3:[^:]*]]: {{[^%]*}})
 // CHECK-NOT: monarch.reduce %

@@ -490,8 +490,9 @@ LogicalResult PlanLowering::lowerBlock(Block &block) {
     llvm::SetVector<int64_t> dyingRefs;
     if (auto it = dying.find(position[&op]); it != dying.end())
       for (Value v : it->second)
-        if (auto ref = refs.find(v); ref != refs.end())
-          dyingRefs.insert(ref->second);
+        if (v.getDefiningOp() != &op)
+          if (auto ref = refs.find(v); ref != refs.end())
+            dyingRefs.insert(ref->second);
     llvm::SetVector<int64_t> *outerDying = dyingHere;
     dyingHere = &dyingRefs;
     LogicalResult lowered = lowerOp(&op);
@@ -501,8 +502,9 @@ LogicalResult PlanLowering::lowerBlock(Block &block) {
     // Results of this op that are never used die here too.
     if (auto it = dying.find(position[&op]); it != dying.end())
       for (Value v : it->second)
-        if (auto ref = refs.find(v); ref != refs.end())
-          dyingRefs.insert(ref->second);
+        if (v.getDefiningOp() == &op)
+          if (auto ref = refs.find(v); ref != refs.end())
+            dyingRefs.insert(ref->second);
     emitDeletes(&op, dyingRefs.getArrayRef());
   }
   return success();

@@ -1,8 +1,8 @@
 //===- DefaultPipeline.cpp - The default monarch pass pipeline -----------===//
 //
 // monarch-default-pipeline: make collectives async, schedule them to overlap
-// with compute, run them on a comm stream with borrows, and check the
-// borrows; each step can be turned off.
+// with compute, optionally bucket them, run them on a comm stream with borrows,
+// and check the borrows; each step can be turned off.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +25,11 @@ struct DefaultPipelineOptions
   Option<bool> scheduleOverlap{
       *this, "schedule-overlap",
       llvm::cl::desc("Overlap collectives with compute"), llvm::cl::init(true)};
+  Option<uint64_t> bucketBytes{
+      *this, "bucket-bytes",
+      llvm::cl::desc("Merge small all-reduces into buckets of at most this "
+                     "many bytes (0: no bucketing)"),
+      llvm::cl::init(0)};
   Option<bool> assignStreams{
       *this, "assign-streams",
       llvm::cl::desc("Run collectives on a comm stream with borrows"),
@@ -57,6 +62,11 @@ void buildDefaultPipeline(OpPassManager &pm,
     o.device = options.device;
     o.profile = options.profile;
     pm.addPass(monarch::createScheduleOverlap(o));
+  }
+  if (options.bucketBytes) {
+    monarch::BucketCollectivesOptions o;
+    o.maxBytes = options.bucketBytes;
+    pm.addPass(monarch::createBucketCollectives(o));
   }
   if (options.assignStreams) {
     monarch::AssignStreamsOptions o;

@@ -12,8 +12,9 @@
 #include "monarch/Compiler/Transforms/Passes.h"
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "llvm/ADT/MapVector.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <set>
 
 namespace monarch {
 #define GEN_PASS_DEF_SCHEDULEOVERLAP
@@ -43,11 +44,11 @@ Order orderOf(Operation *op) {
     bool effectOnly = aten.getNumResults() == 0 && !mutatedOperand(op);
     return rng || effectOnly ? Order::Host : Order::None;
   }
+  // Their effects are modelled by the storage and communicator edges.
   if (isa<ReduceOp, ReduceStartOp, WaitOp, ToMeshOp, SliceMeshOp, RankOp,
           StreamCreateOp>(op))
     return Order::None;
-  if (op->getDialect() && isa<MonarchDialect>(op->getDialect()))
-    return isMemoryEffectFree(op) ? Order::None : Order::Barrier;
+  // Everything else (borrow events, func.call, ...) unless known pure.
   return isMemoryEffectFree(op) ? Order::None : Order::Barrier;
 }
 

@@ -1033,6 +1033,8 @@ Value monarch::getDefiningMesh(Value tensor) {
       return op.getMesh();
     if (auto op = dyn_cast<ToMeshOp>(def))
       return op.getDest();
+    if (auto op = dyn_cast<ToMeshStartOp>(def))
+      return op.getDest();
     if (auto op = dyn_cast<ReduceOp>(def))
       tensor = op.getInput();
     else if (auto op = dyn_cast<ReduceStartOp>(def))
@@ -1204,27 +1206,47 @@ LogicalResult ReduceStartOp::verify() {
 // Moves and fetches
 //===----------------------------------------------------------------------===//
 
-LogicalResult ToMeshOp::verify() {
-  DTensorType in = getInput().getType(), out = getResult().getType();
-  MeshType src = in.getMesh(), dst = getDest().getType();
+/// The checks of to_mesh and to_mesh_start: `out` is the copy's type.
+static LogicalResult verifyToMesh(Operation *op, DTensorType in,
+                                  DTensorType out, MeshType dst) {
+  MeshType src = in.getMesh();
   if (in.getLocal() != out.getLocal())
-    return emitOpError("result's local type ")
+    return op->emitOpError("result's local type ")
            << out.getLocal() << " differs from the input's " << in.getLocal();
   if (in.getStreamName() != out.getStreamName())
-    return emitOpError("WRONG_STREAM: input is owned by ")
+    return op->emitOpError("WRONG_STREAM: input is owned by ")
            << streamDescription(in.getStreamName()) << " but the result by "
            << streamDescription(out.getStreamName());
   for (auto [name, size] : llvm::zip(src.getNames(), src.getSizes())) {
     auto idx = dst.getDimIndex(name.getValue());
     if (!idx)
-      return emitOpError("to_mesh between incompatible meshes: source dim '")
+      return op->emitOpError(
+                 "to_mesh between incompatible meshes: source dim '")
              << name.getValue() << "' is not in the destination " << dst;
     if (dst.getSizes()[*idx] != size)
-      return emitOpError("to_mesh between incompatible meshes: source dim '")
+      return op->emitOpError(
+                 "to_mesh between incompatible meshes: source dim '")
              << name.getValue() << "' has size " << size << " but size "
              << dst.getSizes()[*idx] << " in the destination";
   }
   return success();
+}
+
+LogicalResult ToMeshOp::verify() {
+  return verifyToMesh(*this, getInput().getType(), getResult().getType(),
+                      getDest().getType());
+}
+
+LogicalResult ToMeshStartOp::verify() {
+  auto out = dyn_cast<DTensorType>(getToken().getType().getValueType());
+  if (!out)
+    return emitOpError("token's value type must be a distributed tensor, got ")
+           << getToken().getType().getValueType();
+  if (out.getMesh() != getDest().getType())
+    return emitOpError("token's tensor is on ")
+           << out.getMesh() << " but the destination is "
+           << getDest().getType();
+  return verifyToMesh(*this, getInput().getType(), out, getDest().getType());
 }
 
 LogicalResult SliceMeshOp::verify() {

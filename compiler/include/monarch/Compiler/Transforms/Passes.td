@@ -182,6 +182,50 @@ def ScheduleOverlap : Pass<"monarch-schedule-overlap"> {
   ];
 }
 
+def BucketCollectives : Pass<"monarch-bucket-collectives"> {
+  let summary = "Merge small in-place all-reduces into one flat buffer";
+  let description = [{
+    Runs after `--monarch-schedule-overlap`. Consecutive in-place
+    all-reduces (`reduce_start ... inplace` without `scatter`, not `stack`)
+    of one communicator, with the same reduction, element type and mesh,
+    whose tensors are each at most `max-bytes` and together at most
+    `max-bytes`, become one: their tensors are flattened and concatenated
+    (`aten::reshape`, `aten::cat`) where the last of them started, one
+    all-reduce runs on the flat buffer, and where the first of them was
+    waited for, the buffer is split (`aten::split_with_sizes`) and copied
+    back (`aten::view`, `aten::copy_`). A reduce joins a bucket only if
+    nothing between the bucket's first start and its own touches the
+    tensors already in it, and their waits all come after it; the tensors'
+    producers must name a mesh (`on %m`).
+
+    Before:
+    ```mlir
+    %t1 = monarch.reduce_start %g1 (dp) sum inplace : !monarch.tensor<4xf32, <dp = 8>> -> ...
+    %t2 = monarch.reduce_start %g2 (dp) sum inplace : !monarch.tensor<2x3xf32, <dp = 8>> -> ...
+    %r1 = monarch.wait %t1 : ...
+    %r2 = monarch.wait %t2 : ...
+    ```
+    After:
+    ```mlir
+    %f1 = monarch.aten "aten::reshape"(%g1, array<i64: -1>) on %m : ... -> !monarch.tensor<4xf32, <dp = 8>>
+    %f2 = monarch.aten "aten::reshape"(%g2, array<i64: -1>) on %m : ... -> !monarch.tensor<6xf32, <dp = 8>>
+    %flat = monarch.aten "aten::cat"([%f1, %f2], 0 : i64) on %m : ... -> !monarch.tensor<10xf32, <dp = 8>>
+    %t = monarch.reduce_start %flat (dp) sum inplace : ...
+    %w = monarch.wait %t : ...
+    %p:2 = monarch.aten "aten::split_with_sizes"(%w, array<i64: 4, 6>, 0 : i64) on %m : ...
+    %v1 = monarch.aten "aten::view"(%p#0, array<i64: 4>) on %m : ...
+    %r1 = monarch.aten "aten::copy_"(%g1, %v1, false) on %m : ...
+    %v2 = monarch.aten "aten::view"(%p#1, array<i64: 2, 3>) on %m : ...
+    %r2 = monarch.aten "aten::copy_"(%g2, %v2, false) on %m : ...
+    ```
+  }];
+  let options = [
+    Option<"maxBytes", "max-bytes", "uint64_t", "26214400",
+           "Largest bucket in bytes (PyTorch DDP's 25 MiB by default)">,
+  ];
+  let dependentDialects = ["::monarch::MonarchDialect"];
+}
+
 def AssignStreams : Pass<"monarch-assign-streams"> {
   let summary = "Run in-place collectives on a comm stream with borrows";
   let description = [{

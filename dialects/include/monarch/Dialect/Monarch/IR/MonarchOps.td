@@ -308,6 +308,27 @@ def Monarch_ToMeshOp : Monarch_Op<"to_mesh", [
   let hasVerifier = 1;
 }
 
+def Monarch_ToMeshStartOp : Monarch_Op<"to_mesh_start"> {
+  let summary = "start a to_mesh copy asynchronously";
+  let description = [{
+    The asynchronous form of `monarch.to_mesh` made by the async-collectives
+    pass: the same checks, with the token's value type in place of the
+    result type; `monarch.wait` on the token yields the copy.
+
+    ```mlir
+    %tok = monarch.to_mesh_start %t to %dest : !monarch.tensor<4xf32, <gpu = 4>>
+        -> !monarch.async<!monarch.tensor<4xf32, <host = 2, gpu = 4>>>
+    %d = monarch.wait %tok : !monarch.async<!monarch.tensor<4xf32, <host = 2, gpu = 4>>>
+    ```
+  }];
+  let arguments = (ins Monarch_AnyTensor:$input, Monarch_AnyMesh:$dest);
+  let results = (outs Monarch_AsyncType:$token);
+  let assemblyFormat = [{
+    $input `to` $dest attr-dict `:` qualified(type($input)) `->` qualified(type($token))
+  }];
+  let hasVerifier = 1;
+}
+
 def Monarch_SliceMeshOp : Monarch_Op<"slice_mesh", [Pure]> {
   let summary = "the part of a tensor on a slice of its mesh";
   let description = [{
