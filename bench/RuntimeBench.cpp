@@ -37,6 +37,13 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 int reps = 5;
+/// --only: run just the figures whose section names contain this text
+/// (inproc, unix, tcp, throughput, cast); empty runs all.
+std::string only;
+
+bool wanted(const char *section) {
+  return only.empty() || std::string(section).find(only) != std::string::npos;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -124,13 +131,15 @@ int main(int argc, char **argv) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], "--reps") == 0)
       reps = std::max(1, std::atoi(argv[i + 1]));
+    else if (std::strcmp(argv[i], "--only") == 0)
+      only = argv[i + 1];
   constexpr int pingIterations = 5000;
 
   std::printf("| figure | runtime | baseline | baseline value | ratio |\n");
   std::printf("|---|---|---|---|---|\n");
 
   // In-process: controller and proc in this process, inproc:// transport.
-  {
+  if (wanted("inproc")) {
     RuntimeOptions o;
     o.listenAddr = "inproc://0";
     Runtime ctl(o);
@@ -155,7 +164,7 @@ int main(int argc, char **argv) {
   auto unixProcs = check(
       thisHost().spawnProcs({{"gpu", 1}}, benchOptions("unix")), "spawn unix");
   auto unixEcho = check(unixProcs.spawn("e", "BenchEcho"), "spawn actor");
-  {
+  if (wanted("unix")) {
     auto sizes = echoWireSizes(Runtime::global().addr(),
                                "unix:/tmp/monarch-XXXXXX/m0-0.sock");
     double ours =
@@ -169,7 +178,7 @@ int main(int argc, char **argv) {
   }
 
   // TCP loopback: a controller runtime listening on TCP, workers on TCP.
-  {
+  if (wanted("tcp")) {
     RuntimeOptions o;
     o.listenAddr = "tcp://127.0.0.1:0";
     Runtime ctl(o);
@@ -190,7 +199,7 @@ int main(int argc, char **argv) {
   }
 
   // Throughput of small fire-and-forget messages to another process.
-  {
+  if (wanted("throughput")) {
     constexpr int count = 200000;
     int64_t sent = 0;
     double ours = repeat([&] {
@@ -227,7 +236,7 @@ int main(int argc, char **argv) {
   (void)unixProcs.stop();
 
   // Cast to N actors on 4 procs and collect every reply.
-  {
+  if (wanted("cast")) {
     auto procs =
         check(thisHost().spawnProcs({{"procs", 4}}, benchOptions()), "spawn 4");
     auto single = check(procs.spawn("one", "BenchEcho"), "spawn one");

@@ -33,3 +33,14 @@ func.func @in_loop(%t: !monarch.tensor<4xf32, <gpu = 8>>, %n: index) {
   }
   return
 }
+
+// to_mesh becomes to_mesh_start + wait.
+// CHECK-LABEL: func.func @move
+// CHECK-SAME: (%[[T:.*]]: !monarch.tensor<4xf32, <gpu = 4>>, %[[D:.*]]: !monarch.mesh<host = 2, gpu = 4>)
+func.func @move(%t: !monarch.tensor<4xf32, <gpu = 4>>, %d: !monarch.mesh<host = 2, gpu = 4>) -> !monarch.tensor<4xf32, <host = 2, gpu = 4>> {
+  // CHECK-NEXT: %[[S:.*]] = monarch.to_mesh_start %[[T]] to %[[D]] : !monarch.tensor<4xf32, <gpu = 4>> -> !monarch.async<!monarch.tensor<4xf32, <host = 2, gpu = 4>>>
+  // CHECK-NEXT: %[[W:.*]] = monarch.wait %[[S]]
+  // CHECK-NEXT: return %[[W]]
+  %r = monarch.to_mesh %t to %d : !monarch.tensor<4xf32, <gpu = 4>> -> !monarch.tensor<4xf32, <host = 2, gpu = 4>>
+  return %r : !monarch.tensor<4xf32, <host = 2, gpu = 4>>
+}

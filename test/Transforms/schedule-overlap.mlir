@@ -139,3 +139,24 @@ func.func @in_flight(%m: !monarch.mesh<dp = 4>, %x: !T, %y: !T) -> (!T, !T, !T) 
   %a = monarch.aten "aten::mm"(%x, %y) on %m : (!T, !T) -> !T
   return %w1, %w2, %a : !T, !T, !T
 }
+
+// -----
+
+!T = !monarch.tensor<64x64xf32, <gpu = 4>>
+!D = !monarch.tensor<64x64xf32, <host = 2, gpu = 4>>
+
+// A to_mesh copy reads its source until the wait: an in-place write of the
+// source stays after the wait, independent compute does not.
+// CHECK-LABEL: func.func @to_mesh_source
+// CHECK-SAME: (%[[M:[^:]*]]: {{[^%]*}}, %[[D:[^:]*]]: {{[^%]*}}, %[[X:[^:]*]]: {{[^%]*}}, %[[Y:[^:]*]]: {{[^%]*}})
+func.func @to_mesh_source(%m: !monarch.mesh<gpu = 4>, %d: !monarch.mesh<host = 2, gpu = 4>, %x: !T, %y: !T) -> (!D, !T) {
+  // CHECK-NEXT: %[[S:.*]] = monarch.to_mesh_start %[[X]] to %[[D]]
+  // CHECK-NEXT: monarch.aten "aten::mm"(%[[Y]], %[[Y]])
+  // CHECK-NEXT: monarch.wait %[[S]]
+  // CHECK-NEXT: monarch.aten "aten::zero_"(%[[X]])
+  %s = monarch.to_mesh_start %x to %d : !T -> !monarch.async<!D>
+  %w = monarch.wait %s : !monarch.async<!D>
+  %z = monarch.aten "aten::zero_"(%x) on %m : (!T) -> !T
+  %a = monarch.aten "aten::mm"(%y, %y) on %m : (!T, !T) -> !T
+  return %w, %a : !D, !T
+}

@@ -286,7 +286,7 @@ OpCost CostModel::estimate(Operation *op) const {
   if (auto start = dyn_cast<ReduceStartOp>(op))
     return estimateReduce(*this, start);
   OpCost c;
-  if (isa<ToMeshOp, FetchShardOp, InspectOp>(op)) {
+  if (isa<ToMeshOp, ToMeshStartOp, FetchShardOp, InspectOp>(op)) {
     c.kind = OpCost::Kind::Collective;
     c.collective = CollectiveKind::PointToPoint;
     c.bytes = tensorBytes(op->getOperand(0).getType());

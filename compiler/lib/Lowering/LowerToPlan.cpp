@@ -26,6 +26,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -96,6 +97,7 @@ private:
   LogicalResult lowerReduce(Operation *op, Value input, ArrayAttr dims,
                             ReductionKind reduction, bool scatter, bool inplace,
                             Value out, Value result, DTensorType resultType);
+  LogicalResult lowerSend(Operation *op, Value input, Value dest, Value result);
   LogicalResult lowerFetch(Operation *op, Value input, ArrayAttr dims,
                            ArrayRef<int64_t> coords);
   LogicalResult lowerFor(scf::ForOp op);
@@ -125,6 +127,8 @@ private:
   DenseMap<Value, int64_t> valueMeshes;
   std::map<int64_t, RefInfo> refInfo;
   DenseMap<Value, BorrowInfo> borrows;
+  /// Whether the op being lowered goes into a recording's body.
+  bool inRecording = false;
   /// Refs that die after the op being lowered (see lowerBlock).
   llvm::SetVector<int64_t> *dyingHere = nullptr;
   /// Functions being lowered (recursion is refused) and those lowered.
@@ -151,12 +155,17 @@ std::string locationString(Location loc) {
 }
 
 InFlightDiagnostic unsupported(Operation *op, const Twine &why = "") {
-  InFlightDiagnostic diag = op->emitError()
-                            << "cannot lower '" << op->getName()
-                            << "' to the plan";
+  InFlightDiagnostic diag = op->emitError() << "cannot lower '" << op->getName()
+                                            << "' to the plan";
   if (!why.isTriviallyEmpty())
     diag << ": " << why;
   return diag;
+}
+
+/// "cannot lower 'op' to the plan: " followed by the reason.
+InFlightDiagnostic cannotLower(Operation *op) {
+  return op->emitError() << "cannot lower '" << op->getName()
+                         << "' to the plan: ";
 }
 
 bool isRefType(Type type) { return isa<DTensorType, AsyncType>(type); }
@@ -274,7 +283,7 @@ FailureOr<MeshView> PlanLowering::meshView(Value mesh, Operation *user) {
   auto type = cast<MeshType>(mesh.getType());
   Operation *def = mesh.getDefiningOp();
   if (!def) {
-    unsupported(user) << "its mesh is a block argument that is not bound to "
+    cannotLower(user) << "its mesh is a block argument that is not bound to "
                          "a static view of the root mesh";
     return failure();
   }
@@ -297,7 +306,7 @@ FailureOr<MeshView> PlanLowering::meshView(Value mesh, Operation *user) {
     return view.value();
   }
   if (!isMeshViewOp(def)) {
-    unsupported(def) << "its mesh result is not a static view of the root";
+    cannotLower(def) << "its mesh result is not a static view of the root";
     return failure();
   }
   FailureOr<MeshView> source = meshView(def->getOperand(0), def);
@@ -306,14 +315,15 @@ FailureOr<MeshView> PlanLowering::meshView(Value mesh, Operation *user) {
   if (auto view = dyn_cast<ViewOp>(def)) {
     // A view restarts from the root: its source must be the root itself.
     if (!rootLayout || *source != *rootLayout) {
-      unsupported(def) << "the source of a 'monarch.view' must be the root mesh";
+      cannotLower(def)
+          << "the source of a 'monarch.view' must be the root mesh";
       return failure();
     }
   }
   mesh::Result<MeshView> next =
       llvm::TypeSwitch<Operation *, mesh::Result<MeshView>>(def)
-                  .Case<RenameOp, SplitOp, SliceOp, FlattenOp, ViewOp>(
-                      [&](auto viewOp) { return viewOp.apply(*source); });
+          .Case<RenameOp, SplitOp, SliceOp, FlattenOp, ViewOp>(
+              [&](auto viewOp) { return viewOp.apply(*source); });
   if (!next.ok()) {
     def->emitError("invalid mesh view: ") << next.error().message;
     return failure();
@@ -375,7 +385,7 @@ int64_t PlanLowering::newRef(Value value, int64_t mesh, int64_t stream) {
 FailureOr<int64_t> PlanLowering::refOf(Value value, Operation *user) {
   if (auto it = refs.find(value); it != refs.end())
     return it->second;
-  unsupported(user) << "an operand (" << value.getType()
+  cannotLower(user) << "an operand (" << value.getType()
                     << ") has no plan ref (defined by an unsupported op?)";
   return failure();
 }
@@ -383,7 +393,7 @@ FailureOr<int64_t> PlanLowering::refOf(Value value, Operation *user) {
 FailureOr<int64_t> PlanLowering::tensorMesh(Value value, Operation *user) {
   if (auto it = valueMeshes.find(value); it != valueMeshes.end())
     return it->second;
-  unsupported(user) << "the mesh of an operand is unknown";
+  cannotLower(user) << "the mesh of an operand is unknown";
   return failure();
 }
 
@@ -392,13 +402,13 @@ FailureOr<plan::TensorMeta> PlanLowering::metaOf(Operation *op, Type type) {
     type = async.getValueType();
   auto tensor = dyn_cast<DTensorType>(type);
   if (!tensor) {
-    unsupported(op) << "expected a distributed tensor, got " << type;
+    cannotLower(op) << "expected a distributed tensor, got " << type;
     return failure();
   }
   std::optional<plan::DType> dtype =
       planDType(tensor.getLocal().getElementType());
   if (!dtype) {
-    unsupported(op) << "element type " << tensor.getLocal().getElementType()
+    cannotLower(op) << "element type " << tensor.getLocal().getElementType()
                     << " has no plan dtype";
     return failure();
   }
@@ -406,7 +416,7 @@ FailureOr<plan::TensorMeta> PlanLowering::metaOf(Operation *op, Type type) {
   meta.set_dtype(*dtype);
   for (int64_t d : tensor.getShape()) {
     if (ShapedType::isDynamic(d)) {
-      unsupported(op) << "the tensor " << type
+      cannotLower(op) << "the tensor " << type
                       << " has a dynamic shape, which the plan needs static";
       return failure();
     }
@@ -467,7 +477,8 @@ LogicalResult PlanLowering::lowerBlock(Block &block) {
           }
           last = std::max(last, position[user]);
           Operation *owner = use.getOwner();
-          if (owner->getNumResults() == 1 && aliasParent(owner->getResult(0)) == v)
+          if (owner->getNumResults() == 1 &&
+              aliasParent(owner->getResult(0)) == v)
             work.push_back(owner->getResult(0));
           if (auto borrow = dyn_cast<BorrowOp>(owner)) {
             for (Operation *event : borrow.getBorrow().getUsers())
@@ -528,12 +539,13 @@ LogicalResult PlanLowering::lowerArgs(
   size_t next = 0;
   auto takeRef = [&]() -> FailureOr<int64_t> {
     if (next >= tensors.size()) {
-      unsupported(op) << "more tensor placeholders than operands";
+      cannotLower(op) << "more tensor placeholders than operands";
       return failure();
     }
     return refOf(tensors[next++], op);
   };
-  for (auto [i, attr] : llvm::enumerate(args)) {
+  for (auto [index, attr] : llvm::enumerate(args)) {
+    int64_t i = static_cast<int64_t>(index);
     plan::Value *v = outArgs->Add();
     if (isa<OperandAttr>(attr)) {
       FailureOr<int64_t> ref = takeRef();
@@ -563,11 +575,11 @@ LogicalResult PlanLowering::lowerArgs(
       }
     } else if (auto b = dyn_cast<BoolAttr>(attr)) {
       v->set_bool_value(b.getValue());
-    } else if (auto i = dyn_cast<IntegerAttr>(attr)) {
-      if (i.getType().isInteger(1))
-        v->set_bool_value(i.getValue().getBoolValue());
+    } else if (auto integer = dyn_cast<IntegerAttr>(attr)) {
+      if (integer.getType().isInteger(1))
+        v->set_bool_value(integer.getValue().getBoolValue());
       else
-        v->set_int_value(i.getValue().getSExtValue());
+        v->set_int_value(integer.getValue().getSExtValue());
     } else if (auto f = dyn_cast<FloatAttr>(attr)) {
       v->set_float_value(f.getValueAsDouble());
     } else if (auto s = dyn_cast<StringAttr>(attr)) {
@@ -584,7 +596,7 @@ LogicalResult PlanLowering::lowerArgs(
     } else if (auto d = dyn_cast<DTypeAttr>(attr)) {
       std::optional<plan::DType> dtype = planDType(d.getValue());
       if (!dtype) {
-        unsupported(op) << "argument #" << i << ": dtype "
+        cannotLower(op) << "argument #" << i << ": dtype "
                         << stringifyDType(d.getValue()) << " has no plan dtype";
         return failure();
       }
@@ -600,7 +612,7 @@ LogicalResult PlanLowering::lowerArgs(
         v->set_layout(plan::SPARSE_COO);
         break;
       default:
-        unsupported(op) << "argument #" << i << ": layout "
+        cannotLower(op) << "argument #" << i << ": layout "
                         << stringifyTorchLayout(l.getValue())
                         << " has no plan layout";
         return failure();
@@ -632,18 +644,18 @@ LogicalResult PlanLowering::lowerArgs(
       else if (auto f = dyn_cast<FloatAttr>(inner))
         scalar->set_float_value(f.getValueAsDouble());
       else {
-        unsupported(op) << "argument #" << i << ": scalar " << inner
+        cannotLower(op) << "argument #" << i << ": scalar " << inner
                         << " is not an int, float or bool";
         return failure();
       }
     } else {
-      unsupported(op) << "argument #" << i << " (" << attr
+      cannotLower(op) << "argument #" << i << " (" << attr
                       << ") has no plan value";
       return failure();
     }
   }
   if (next != tensors.size()) {
-    unsupported(op) << "the argument list does not place every tensor operand";
+    cannotLower(op) << "the argument list does not place every tensor operand";
     return failure();
   }
   return success();
@@ -722,6 +734,25 @@ LogicalResult PlanLowering::lowerReduce(Operation *op, Value input,
   return success();
 }
 
+LogicalResult PlanLowering::lowerSend(Operation *op, Value input, Value dest,
+                                      Value result) {
+  FailureOr<int64_t> inputRef = refOf(input, op);
+  FailureOr<int64_t> source = tensorMesh(input, op);
+  FailureOr<int64_t> destId = meshIdOf(dest, op);
+  FailureOr<plan::TensorMeta> meta = metaOf(op, result.getType());
+  if (failed(inputRef) || failed(source) || failed(destId) || failed(meta))
+    return failure();
+  int64_t stream = streamId(cast<DTensorType>(input.getType()).getStreamName());
+  plan::Instruction &inst = emit(op, *destId, stream);
+  plan::SendTensor *send = inst.mutable_send_tensor();
+  send->set_input(*inputRef);
+  send->set_source_mesh(*source);
+  send->set_dest_mesh(*destId);
+  *send->mutable_meta() = *meta;
+  send->set_result(newRef(result, *destId, stream));
+  return success();
+}
+
 LogicalResult PlanLowering::lowerFetch(Operation *op, Value input,
                                        ArrayAttr dims,
                                        ArrayRef<int64_t> coords) {
@@ -743,18 +774,17 @@ LogicalResult PlanLowering::lowerFetch(Operation *op, Value input,
     }
     view = next.value();
   }
-  int64_t stream =
-      streamId(cast<DTensorType>(input.getType()).getStreamName());
+  int64_t stream = streamId(cast<DTensorType>(input.getType()).getStreamName());
   plan::Instruction &inst = emit(op, meshId(view), stream);
   inst.mutable_fetch()->set_ref(*ref);
   return success();
 }
 
-LogicalResult PlanLowering::emitRecording(Operation *op, int64_t id,
-                                          Block &body, ArrayRef<Value> formals,
-                                          ArrayRef<int64_t> formalRefs,
-                                          ValueRange yielded,
-                                          SmallVectorImpl<RefInfo> &resultInfo) {
+LogicalResult
+PlanLowering::emitRecording(Operation *op, int64_t id, Block &body,
+                            ArrayRef<Value> formals,
+                            ArrayRef<int64_t> formalRefs, ValueRange yielded,
+                            SmallVectorImpl<RefInfo> &resultInfo) {
   plan::Instruction define;
   define.set_id(nextInstruction++);
   define.set_location(locationString(op->getLoc()));
@@ -771,19 +801,36 @@ LogicalResult PlanLowering::emitRecording(Operation *op, int64_t id,
   }
   InstList *outer = out;
   out = rec->mutable_body();
+  bool outerInRecording = inRecording;
+  inRecording = true;
   LogicalResult result = lowerBlock(body);
-  out = outer;
+  inRecording = outerInRecording;
   if (succeeded(result)) {
+    Operation *terminator = body.getTerminator();
+    llvm::SmallDenseSet<int64_t> taken(formalRefs.begin(), formalRefs.end());
     for (Value v : yielded) {
-      FailureOr<int64_t> ref = refOf(v, body.getTerminator());
+      FailureOr<int64_t> ref = refOf(v, terminator);
       if (failed(ref)) {
         result = failure();
         break;
+      }
+      // Each result is a distinct ref defined by the body: a formal or a
+      // value yielded twice is returned through an alias (same storage).
+      if (!taken.insert(*ref).second) {
+        RefInfo info = refInfo[*ref];
+        plan::Instruction &inst = emit(terminator, info.mesh, info.stream);
+        plan::CallOp *call = inst.mutable_call_op();
+        call->set_name("aten::alias");
+        call->add_args()->set_ref(*ref);
+        int64_t alias = newRef({}, info.mesh, info.stream);
+        call->add_results(alias);
+        ref = alias;
       }
       rec->add_results(*ref);
       resultInfo.push_back(refInfo[*ref]);
     }
   }
+  out = outer;
   for (auto &[value, ref] : saved) {
     if (ref)
       refs[value] = *ref;
@@ -834,15 +881,14 @@ LogicalResult PlanLowering::lowerFor(scf::ForOp op) {
   formals.append(captured);
   SmallVector<int64_t> formalRefs;
   for (auto [i, value] : llvm::enumerate(formals)) {
-    Value outerValue = i < op.getNumRegionIterArgs()
-                           ? op.getInitArgs()[i]
-                           : value;
+    Value outerValue =
+        i < op.getNumRegionIterArgs() ? op.getInitArgs()[i] : value;
     FailureOr<int64_t> outerRef = refOf(outerValue, op);
     FailureOr<int64_t> mesh = tensorMesh(outerValue, op);
     if (failed(outerRef) || failed(mesh))
       return failure();
-    formalRefs.push_back(newRef({}, refInfo[*outerRef].mesh,
-                                refInfo[*outerRef].stream));
+    formalRefs.push_back(
+        newRef({}, refInfo[*outerRef].mesh, refInfo[*outerRef].stream));
     valueMeshes[value] = *mesh;
   }
   int64_t id = nextRecording++;
@@ -1035,23 +1081,12 @@ LogicalResult PlanLowering::lowerOp(Operation *op) {
         valueMeshes[w.getResult()] = *mesh;
         return success();
       })
-      .Case<ToMeshOp>([&](ToMeshOp t) -> LogicalResult {
-        FailureOr<int64_t> input = refOf(t.getInput(), op);
-        FailureOr<int64_t> source = tensorMesh(t.getInput(), op);
-        FailureOr<int64_t> dest = meshIdOf(t.getDest(), op);
-        FailureOr<plan::TensorMeta> meta = metaOf(op, t.getType());
-        if (failed(input) || failed(source) || failed(dest) || failed(meta))
-          return failure();
-        int64_t stream =
-            streamId(cast<DTensorType>(t.getType()).getStreamName());
-        plan::Instruction &inst = emit(op, *dest, stream);
-        plan::SendTensor *send = inst.mutable_send_tensor();
-        send->set_input(*input);
-        send->set_source_mesh(*source);
-        send->set_dest_mesh(*dest);
-        *send->mutable_meta() = *meta;
-        send->set_result(newRef(t.getResult(), *dest, stream));
-        return success();
+      .Case<ToMeshOp>([&](ToMeshOp t) {
+        return lowerSend(op, t.getInput(), t.getDest(), t.getResult());
+      })
+      .Case<ToMeshStartOp>([&](ToMeshStartOp t) {
+        // The plan is asynchronous per stream: the copy's ref is the token's.
+        return lowerSend(op, t.getInput(), t.getDest(), t.getToken());
       })
       .Case<SliceMeshOp>([&](SliceMeshOp s) -> LogicalResult {
         // No data moves: the result is the input's ref on the sliced mesh.
@@ -1061,21 +1096,20 @@ LogicalResult PlanLowering::lowerOp(Operation *op) {
           return failure();
         MeshView view = *mesh == 0 ? *rootLayout : meshes[*mesh - 1].first;
         for (auto [name, start, stop, stepValue] :
-             llvm::zip(s.getDims().getAsValueRange<StringAttr>(),
-                       s.getStarts(), s.getStops(), s.getSteps())) {
+             llvm::zip(s.getDims().getAsValueRange<StringAttr>(), s.getStarts(),
+                       s.getStops(), s.getSteps())) {
           auto bound = [](int64_t x) -> std::optional<int64_t> {
             if (x == SliceOp::kNone)
               return std::nullopt;
             return x;
           };
           mesh::Result<MeshView> next =
-              stepValue == 0 ? view.slice(name, start)
-                             : view.slice(name, mesh::Range{bound(start),
-                                                            bound(stop),
-                                                            stepValue});
+              stepValue == 0
+                  ? view.slice(name, start)
+                  : view.slice(name, mesh::Range{bound(start), bound(stop),
+                                                 stepValue});
           if (!next.ok()) {
-            op->emitError("cannot lower to the plan: ")
-                << next.error().message;
+            op->emitError("cannot lower to the plan: ") << next.error().message;
             return failure();
           }
           view = next.value();
@@ -1092,6 +1126,13 @@ LogicalResult PlanLowering::lowerOp(Operation *op) {
         return success();
       })
       .Case<BorrowOp>([&](BorrowOp b) -> LogicalResult {
+        // The executor makes a recording's refs local to each call, but not
+        // its borrow ids: a second call would re-create the same borrow.
+        if (inRecording)
+          return unsupported(op, "borrows inside a loop body or a called "
+                                 "function are not supported yet (plan "
+                                 "borrow ids are not local to a recording "
+                                 "call)");
         FailureOr<int64_t> input = refOf(b.getInput(), op);
         FailureOr<int64_t> mesh = tensorMesh(b.getInput(), op);
         if (failed(input) || failed(mesh))
@@ -1099,10 +1140,10 @@ LogicalResult PlanLowering::lowerOp(Operation *op) {
         BorrowInfo info;
         info.id = nextBorrow++;
         info.mesh = *mesh;
-        info.fromStream = streamId(
-            cast<DTensorType>(b.getInput().getType()).getStreamName());
-        info.toStream =
-            streamId(cast<DTensorType>(b.getResult().getType()).getStreamName());
+        info.fromStream =
+            streamId(cast<DTensorType>(b.getInput().getType()).getStreamName());
+        info.toStream = streamId(
+            cast<DTensorType>(b.getResult().getType()).getStreamName());
         plan::Instruction &inst = emit(op, info.mesh, info.toStream);
         plan::BorrowCreate *create = inst.mutable_borrow_create();
         create->set_borrow(info.id);
@@ -1121,8 +1162,8 @@ LogicalResult PlanLowering::lowerOp(Operation *op) {
                                      "'monarch.borrow' of this function");
             const BorrowInfo &info = it->second;
             bool drop = isa<BorrowDropOp>(op);
-            plan::Instruction &inst = emit(
-                op, info.mesh, drop ? info.fromStream : info.toStream);
+            plan::Instruction &inst =
+                emit(op, info.mesh, drop ? info.fromStream : info.toStream);
             if (isa<BorrowFirstUseOp>(op))
               inst.mutable_borrow_first_use()->set_borrow(info.id);
             else if (isa<BorrowLastUseOp>(op))
@@ -1185,6 +1226,19 @@ FailureOr<plan::Program> PlanLowering::run(StringRef entryName) {
     *program.add_instructions() = std::move(define);
   for (plan::Instruction &inst : top)
     *program.add_instructions() = std::move(inst);
+  // Number the instructions in the order they are written (recording bodies
+  // after their definition), so ids, fetches included, follow program order.
+  int64_t id = 0;
+  std::function<void(InstList &)> number = [&](InstList &list) {
+    for (plan::Instruction &inst : list) {
+      inst.set_id(id++);
+      if (inst.has_define_recording())
+        number(*inst.mutable_define_recording()
+                    ->mutable_recording()
+                    ->mutable_body());
+    }
+  };
+  number(*program.mutable_instructions());
   return std::move(program);
 }
 

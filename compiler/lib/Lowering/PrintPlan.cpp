@@ -119,13 +119,14 @@ void printValue(const plan::Value &v, llvm::raw_ostream &os) {
     break;
   case plan::Value::kTensor:
     os << "tensor(";
-    printMeta([&] {
-      plan::TensorMeta m;
-      m.set_dtype(v.tensor().dtype());
-      *m.mutable_shape() = v.tensor().shape();
-      return m;
-    }(),
-              os);
+    printMeta(
+        [&] {
+          plan::TensorMeta m;
+          m.set_dtype(v.tensor().dtype());
+          *m.mutable_shape() = v.tensor().shape();
+          return m;
+        }(),
+        os);
     os << ", " << v.tensor().data().size() << " bytes)";
     break;
   case plan::Value::KIND_NOT_SET:
@@ -168,8 +169,8 @@ void printInstruction(const plan::Instruction &inst, unsigned indent,
     placed = false;
     break;
   case plan::Instruction::kCreateStream:
-    os << "create_stream stream " << inst.create_stream().stream().id()
-       << " \"" << inst.create_stream().stream().name() << "\"";
+    os << "create_stream stream " << inst.create_stream().stream().id() << " \""
+       << inst.create_stream().stream().name() << "\"";
     placed = false;
     break;
   case plan::Instruction::kRankTensor:

@@ -1,4 +1,4 @@
-//===- AsyncCollectives.cpp - reduce -> reduce_start + wait --------------===//
+//===- AsyncCollectives.cpp - reduce/to_mesh -> *_start + wait ----------===//
 
 #include "monarch/Compiler/Transforms/Passes.h"
 #include "monarch/Dialect/Monarch/IR/MonarchOps.h"
@@ -33,11 +33,26 @@ struct SplitReduce : OpRewritePattern<ReduceOp> {
   }
 };
 
+struct SplitToMesh : OpRewritePattern<ToMeshOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(ToMeshOp op,
+                                PatternRewriter &rewriter) const override {
+    auto tokenType = AsyncType::get(getContext(), op.getResult().getType());
+    auto start = ToMeshStartOp::create(rewriter, op.getLoc(), tokenType,
+                                       op.getInput(), op.getDest());
+    auto wait = WaitOp::create(rewriter, op.getLoc(), op.getResult().getType(),
+                               start.getToken());
+    rewriter.replaceOp(op, wait.getResult());
+    return success();
+  }
+};
+
 struct AsyncCollectivesPass
     : monarch::impl::AsyncCollectivesBase<AsyncCollectivesPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
-    patterns.add<SplitReduce>(&getContext());
+    patterns.add<SplitReduce, SplitToMesh>(&getContext());
     // Only the matched reduces change: no folding or region simplification
     // of the rest of the program.
     GreedyRewriteConfig config;

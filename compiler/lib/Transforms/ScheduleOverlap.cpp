@@ -45,8 +45,8 @@ Order orderOf(Operation *op) {
     return rng || effectOnly ? Order::Host : Order::None;
   }
   // Their effects are modelled by the storage and communicator edges.
-  if (isa<ReduceOp, ReduceStartOp, WaitOp, ToMeshOp, SliceMeshOp, RankOp,
-          StreamCreateOp>(op))
+  if (isa<ReduceOp, ReduceStartOp, WaitOp, ToMeshOp, ToMeshStartOp, SliceMeshOp,
+          RankOp, StreamCreateOp>(op))
     return Order::None;
   // Everything else (borrow events, func.call, ...) unless known pure.
   return isMemoryEffectFree(op) ? Order::None : Order::Barrier;
@@ -68,7 +68,7 @@ std::string communicatorKey(Operation *op) {
     print(r);
   else if (auto r = dyn_cast<ReduceStartOp>(op))
     print(r);
-  else if (isa<ToMeshOp>(op))
+  else if (isa<ToMeshOp, ToMeshStartOp>(op))
     os << "to_mesh";
   return key;
 }
@@ -137,7 +137,12 @@ private:
       // Storage: read-after-write, write-after-read, write-after-write.
       Value written = mutatedOperand(op);
       Value writtenRoot = written ? storageRoot(written) : Value();
-      for (Value v : op->getOperands()) {
+      SmallVector<Value> reads(op->getOperands());
+      // A to_mesh copy reads its source until the wait.
+      if (auto wait = dyn_cast<WaitOp>(op))
+        if (auto copy = wait.getToken().getDefiningOp<ToMeshStartOp>())
+          reads.push_back(copy.getInput());
+      for (Value v : reads) {
         if (!isa<DTensorType>(v.getType()))
           continue;
         Value root = storageRoot(v);
@@ -187,7 +192,9 @@ private:
         ready.insert(i);
     double now = 0, commFree = 0;
     unsigned inFlight = 0;
-    auto isStart = [&](unsigned i) { return isa<ReduceStartOp>(nodes[i].op); };
+    auto isStart = [&](unsigned i) {
+      return isa<ReduceStartOp, ToMeshStartOp>(nodes[i].op);
+    };
     auto isWait = [&](unsigned i) { return isa<WaitOp>(nodes[i].op); };
     auto waitDone = [&](unsigned i) {
       auto start = cast<WaitOp>(nodes[i].op).getToken().getDefiningOp();
@@ -256,9 +263,10 @@ struct ScheduleOverlapPass
       return signalPassFailure();
     }
     SmallVector<Block *> blocks;
-    getOperation()->walk([&](ReduceStartOp start) {
-      Block *b = start->getBlock();
-      if (!llvm::is_contained(blocks, b))
+    getOperation()->walk([&](Operation *op) {
+      Block *b = op->getBlock();
+      if (isa<ReduceStartOp, ToMeshStartOp>(op) &&
+          !llvm::is_contained(blocks, b))
         blocks.push_back(b);
     });
     for (Block *b : blocks)

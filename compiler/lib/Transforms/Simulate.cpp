@@ -146,7 +146,7 @@ public:
     if (cost.kind == OpCost::Kind::None)
       return;
     StringRef stream = streamOf(op);
-    if (isa<ReduceStartOp, ReduceOp>(op) || isa<ToMeshOp>(op))
+    if (isa<ReduceStartOp, ReduceOp, ToMeshOp, ToMeshStartOp>(op))
       stream = cast<DTensorType>(op->getOperand(0).getType()).getStreamName();
     double start = free[stream];
     for (Value v : op->getOperands())
@@ -163,8 +163,9 @@ public:
         ready[storageRoot(v)] = end;
     if (Value w = mutatedOperand(op))
       ready[storageRoot(w)] = end;
-    if (auto start = dyn_cast<ReduceStartOp>(op))
-      tokens[start.getToken()] = end;
+    for (Value token : op->getResults())
+      if (isa<AsyncType>(token.getType()))
+        tokens[token] = end;
   }
 
   const CostModel &model;

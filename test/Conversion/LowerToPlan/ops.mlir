@@ -68,7 +68,7 @@ func.func @main() {
 // CHECK-NEXT: %[[T:[0-9]+]] = aten "aten::ones"({{.*}}) on mesh#0
 // CHECK-NEXT: %[[U:[0-9]+]] = send %[[T]] from mesh#1 to mesh#2 : float32[4]
 // CHECK-NEXT: %[[TOK:[0-9]+]] = reduce %[[U]] (gpu) sum : float32[4] on mesh#2
-// CHECK-NEXT: fetch %[[TOK]] on mesh#3
+// CHECK: fetch %[[TOK]] on mesh#3
 // CHECK: %[[B:[0-9]+]] = borrow b1 %[[T]] from stream 0 on mesh#0 stream 1
 // CHECK-NEXT: borrow_first_use b1 on mesh#0 stream 1
 // CHECK-NEXT: %[[RB:[0-9]+]] = reduce %[[B]] (host) avg : float32[4] on mesh#0 stream 1

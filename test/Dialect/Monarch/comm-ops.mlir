@@ -46,6 +46,18 @@ func.func @moves(%t: !monarch.tensor<4xf32, <host = 2, gpu = 4>>, %d: !monarch.m
   return %m : !monarch.tensor<4xf32, <gpu = 4, x = 3>>
 }
 
+// The async form made by --monarch-async-collectives.
+// CHECK-LABEL: func.func @move_async
+// CHECK-SAME: (%[[T:.*]]: !monarch.tensor<4xf32, <gpu = 4>>, %[[D:.*]]: !monarch.mesh<gpu = 4, x = 3>)
+func.func @move_async(%t: !monarch.tensor<4xf32, <gpu = 4>>, %d: !monarch.mesh<gpu = 4, x = 3>) -> !monarch.tensor<4xf32, <gpu = 4, x = 3>> {
+  // CHECK: %[[K:.*]] = monarch.to_mesh_start %[[T]] to %[[D]] : !monarch.tensor<4xf32, <gpu = 4>> -> !monarch.async<!monarch.tensor<4xf32, <gpu = 4, x = 3>>>
+  %k = monarch.to_mesh_start %t to %d : !monarch.tensor<4xf32, <gpu = 4>> -> !monarch.async<!monarch.tensor<4xf32, <gpu = 4, x = 3>>>
+  // CHECK: %[[M:.*]] = monarch.wait %[[K]]
+  %m = monarch.wait %k : !monarch.async<!monarch.tensor<4xf32, <gpu = 4, x = 3>>>
+  // CHECK: return %[[M]]
+  return %m : !monarch.tensor<4xf32, <gpu = 4, x = 3>>
+}
+
 // CHECK-LABEL: func.func @fetch
 // CHECK-SAME: (%[[T:.*]]: !monarch.tensor<4xf32, <host = 2, gpu = 4>>)
 func.func @fetch(%t: !monarch.tensor<4xf32, <host = 2, gpu = 4>>) -> (!monarch.host<tensor<4xf32>>, !monarch.host<tensor<4xf32>>) {

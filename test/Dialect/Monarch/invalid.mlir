@@ -333,6 +333,22 @@ func.func @to_mesh_size_mismatch(%t: !monarch.tensor<4xf32, <gpu = 4>>, %d: !mon
 
 // -----
 
+func.func @to_mesh_start_size_mismatch(%t: !monarch.tensor<4xf32, <gpu = 4>>, %d: !monarch.mesh<gpu = 8>) {
+  // expected-error @+1 {{to_mesh between incompatible meshes: source dim 'gpu' has size 4 but size 8 in the destination}}
+  %r = monarch.to_mesh_start %t to %d : !monarch.tensor<4xf32, <gpu = 4>> -> !monarch.async<!monarch.tensor<4xf32, <gpu = 8>>>
+  return
+}
+
+// -----
+
+func.func @to_mesh_start_not_tensor(%t: !monarch.tensor<4xf32, <gpu = 4>>, %d: !monarch.mesh<gpu = 4>) {
+  // expected-error @+1 {{dest is the mesh of the token's tensor}}
+  %r = "monarch.to_mesh_start"(%t, %d) : (!monarch.tensor<4xf32, <gpu = 4>>, !monarch.mesh<gpu = 4>) -> !monarch.async<f32>
+  return
+}
+
+// -----
+
 func.func @slice_mesh_wrong_result(%t: !monarch.tensor<4xf32, <host = 2, gpu = 4>>) {
   // expected-error @+1 {{result type '!monarch.tensor<4xf32, <host = 2, gpu = 4>>' does not match the slice's '!monarch.tensor<4xf32, <gpu = 4>>'}}
   %r = monarch.slice_mesh %t (host = 0) : !monarch.tensor<4xf32, <host = 2, gpu = 4>> -> !monarch.tensor<4xf32, <host = 2, gpu = 4>>

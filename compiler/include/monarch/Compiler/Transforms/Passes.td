@@ -117,12 +117,13 @@ def PrintCost : Pass<"monarch-print-cost"> {
 }
 
 def AsyncCollectives : Pass<"monarch-async-collectives"> {
-  let summary = "Split each monarch.reduce into reduce_start + wait";
+  let summary = "Split reduce / to_mesh into *_start + wait";
   let description = [{
     Rewrites every `monarch.reduce` into a `monarch.reduce_start` returning
     a `!monarch.async` token and a `monarch.wait` placed immediately after
-    it; the uses of the reduce's result use the wait's. The program means
-    the same; `--monarch-schedule-overlap` then moves starts and waits apart.
+    it, and every `monarch.to_mesh` into `monarch.to_mesh_start` + `wait`;
+    the uses of the result use the wait's. The program means the same;
+    `--monarch-schedule-overlap` then moves starts and waits apart.
 
     Before:
     ```mlir
@@ -142,12 +143,13 @@ def AsyncCollectives : Pass<"monarch-async-collectives"> {
 def ScheduleOverlap : Pass<"monarch-schedule-overlap"> {
   let summary = "List-schedule each block to overlap collectives with compute";
   let description = [{
-    Reorders the ops of every block holding a `monarch.reduce_start` so that
-    each start is issued as soon as its input is ready, each `monarch.wait`
-    sinks to just before its first use, and independent compute fills the
-    gap. Dependencies kept: SSA uses (also from nested regions), reads and
-    writes of the same tensor storage (in-place ATen ops, `reduce ...
-    inplace` / `into`, and the aliases they return), the order of
+    Reorders the ops of every block holding a `monarch.reduce_start` or
+    `monarch.to_mesh_start` so that each start is issued as soon as its
+    input is ready, each `monarch.wait` sinks to just before its first use,
+    and independent compute fills the gap. Dependencies kept: SSA uses
+    (also from nested regions), reads and writes of the same tensor storage
+    (in-place ATen ops, `reduce ... inplace` / `into`, and the aliases they
+    return; a to_mesh copy reads its source until its wait), the order of
     collectives of one communicator (same mesh, same dims: every rank must
     issue them in the same order), the order of fetches, endpoint calls,
     RNG ops and calls, and any op with unknown side effects is a barrier.

@@ -308,7 +308,14 @@ def Monarch_ToMeshOp : Monarch_Op<"to_mesh", [
   let hasVerifier = 1;
 }
 
-def Monarch_ToMeshStartOp : Monarch_Op<"to_mesh_start"> {
+def Monarch_ToMeshStartOp : Monarch_Op<"to_mesh_start", [
+    // A token of a non-tensor value maps to the 0-d mesh, so that the
+    // mismatch is a diagnostic rather than a bad cast.
+    TypesMatchWith<"dest is the mesh of the token's tensor", "token", "dest",
+      "[&]() -> ::mlir::Type { auto t = ::llvm::dyn_cast<::monarch::DTensorType>("
+      "::llvm::cast<::monarch::AsyncType>($_self).getValueType()); return t ? "
+      "::mlir::Type(t.getMesh()) : ::mlir::Type(::monarch::MeshType::get("
+      "$_self.getContext(), {}, {})); }()">]> {
   let summary = "start a to_mesh copy asynchronously";
   let description = [{
     The asynchronous form of `monarch.to_mesh` made by the async-collectives
