@@ -47,7 +47,7 @@ int runRank(int rank, int ranks, int iters, const std::string &store,
   std::iota(members.begin(), members.end(), 0);
   auto comm = backend->connect("bench", members, rank);
   if (!comm.ok()) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, comm.message().c_str());
+    std::fprintf(stderr, "rank %d: %s\n", rank, comm.status().message().c_str());
     return 1;
   }
   Communicator &c = *comm.value();
@@ -57,14 +57,14 @@ int runRank(int rank, int ranks, int iters, const std::string &store,
     Buffer buf{data.data(), data.size(), plan::FLOAT32};
     int32_t token = 0;
     Buffer barrier{&token, 1, plan::INT32};
-    if (!c.allreduce(buf, ReduceKind::Sum).ok()) // warm-up
+    if (!c.allreduce(buf, ReduceKind::Sum).isOk()) // warm-up
       return 1;
     std::vector<double> times;
     for (int i = 0; i < iters; ++i) {
-      if (!c.allreduce(barrier, ReduceKind::Sum).ok())
+      if (!c.allreduce(barrier, ReduceKind::Sum).isOk())
         return 1;
       auto start = std::chrono::steady_clock::now();
-      if (!c.allreduce(buf, ReduceKind::Sum).ok())
+      if (!c.allreduce(buf, ReduceKind::Sum).isOk())
         return 1;
       times.push_back(std::chrono::duration<double>(
                           std::chrono::steady_clock::now() - start)

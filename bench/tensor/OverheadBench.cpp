@@ -84,7 +84,7 @@ plan::Program chainPlan() {
   b.deleteRefs(0, dead);
   auto loaded = loadPlan(b.serialize());
   if (!loaded.ok()) {
-    std::fprintf(stderr, "%s\n", loaded.message().c_str());
+    std::fprintf(stderr, "%s\n", loaded.status().message().c_str());
     std::abort();
   }
   return loaded.value();
@@ -154,7 +154,7 @@ void BM_EnginePlan(benchmark::State &state) {
     submitSeconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
-    if (!submitted.ok() || !executor.waitIdle(std::chrono::seconds(60))) {
+    if (!submitted.isOk() || !executor.waitIdle(std::chrono::seconds(60))) {
       state.SkipWithError("engine run failed");
       break;
     }

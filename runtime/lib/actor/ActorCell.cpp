@@ -19,9 +19,9 @@ std::string describe(const ActorContext &ctx) {
 }
 } // namespace
 
-ActorCell::ActorCell(ActorScheduler &scheduler, const ActorClassInfo &cls,
+ActorCell::ActorCell(tbb::task_arena &arena, const ActorClassInfo &cls,
                      ActorContext context, StopObserver onStop)
-    : scheduler(scheduler), cls(cls), ctx(std::move(context)),
+    : arena(arena), cls(cls), ctx(std::move(context)),
       onStop(std::move(onStop)) {}
 
 bool ActorCell::stopped() const {
@@ -33,7 +33,7 @@ void ActorCell::enqueue(Work work) {
   mailbox.push(std::move(work));
   if (queued.fetch_add(1, std::memory_order_acq_rel) == 0) {
     auto self = shared_from_this();
-    scheduler.schedule([self] { self->drain(); });
+    arena.enqueue([self] { self->drain(); });
   }
 }
 

@@ -110,7 +110,7 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
   std::lock_guard<std::mutex> guard(rt.sendMutex());
   for (auto &t : targets)
     t.set_seq(rt.nextSeq(t.addr()));
-  auto children = splitCastTree(targets, rt.fanout());
+  auto children = splitCastTree(std::move(targets), rt.fanout());
   for (size_t i = 0; i < children.size(); ++i) {
     auto &child = children[i];
     bool last = i + 1 == children.size();
@@ -128,14 +128,14 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
     if (call)
       *c->mutable_reply_to() = replyTo;
     c->set_fanout(rt.fanout());
-    *c->mutable_here() = child.head;
+    *c->mutable_here() = std::move(child.head);
     for (auto &t : child.rest)
       *c->add_subtree() = std::move(t);
     if (last)
       m.payloads = std::move(payloads);
     else
       m.payloads = payloads;
-    auto link = rt.link(child.head.addr());
+    auto link = rt.link(c->here().addr());
     if (!link.ok()) {
       if (call)
         call->fail(link.status());

@@ -4,8 +4,8 @@
 
 namespace monarch {
 
-std::vector<CastChild>
-splitCastTree(const std::vector<proto::CastTarget> &targets, uint32_t fanout) {
+std::vector<CastChild> splitCastTree(std::vector<proto::CastTarget> targets,
+                                     uint32_t fanout) {
   std::vector<CastChild> children;
   size_t n = targets.size();
   if (n == 0)
@@ -15,8 +15,9 @@ splitCastTree(const std::vector<proto::CastTarget> &targets, uint32_t fanout) {
   for (size_t g = 0; g < groups; ++g) {
     size_t size = base + (g < extra ? 1 : 0);
     CastChild child;
-    child.head = targets[at];
-    child.rest.assign(targets.begin() + at + 1, targets.begin() + at + size);
+    child.head = std::move(targets[at]);
+    child.rest.assign(std::make_move_iterator(targets.begin() + at + 1),
+                      std::make_move_iterator(targets.begin() + at + size));
     children.push_back(std::move(child));
     at += size;
   }

@@ -86,7 +86,7 @@ void ProcServer::spawn(transport::Message &&message) {
     ctx.rank = req.proc_index() * req.count() + i;
     ctx.procRank = procRank;
     ctx.procId = procId;
-    auto cell = std::make_shared<ActorCell>(rt.scheduler(), *cls, ctx, onStop);
+    auto cell = std::make_shared<ActorCell>(rt.arena(), *cls, ctx, onStop);
     mesh->cells.push_back(cell);
     uint32_t rank = ctx.rank;
     cell->construct(args, [merger, rank](Status status) {
@@ -109,9 +109,14 @@ void ProcServer::cast(transport::Message &&message) {
     if (it != meshes.end())
       mesh = it->second;
   }
-  std::vector<proto::CastTarget> subtree(c.subtree().begin(),
-                                         c.subtree().end());
-  auto children = splitCastTree(subtree, c.fanout() ? c.fanout() : 16);
+  // The message is ours: the subtree moves into the children, no copy.
+  std::vector<proto::CastTarget> subtree;
+  auto *mutableSubtree = message.envelope.mutable_cast()->mutable_subtree();
+  subtree.reserve(mutableSubtree->size());
+  for (auto &t : *mutableSubtree)
+    subtree.push_back(std::move(t));
+  auto children =
+      splitCastTree(std::move(subtree), c.fanout() ? c.fanout() : 16);
   const auto &here = c.here();
   size_t localCount = here.locals_size();
 
@@ -138,15 +143,15 @@ void ProcServer::cast(transport::Message &&message) {
     fc->set_reply_mode(c.reply_mode());
     *fc->mutable_reply_to() = childReplyTo;
     fc->set_fanout(c.fanout());
-    *fc->mutable_here() = child.head;
+    *fc->mutable_here() = std::move(child.head);
     for (auto &t : child.rest)
       *fc->add_subtree() = std::move(t);
     fwd.payloads = message.payloads;
-    auto link = rt.link(child.head.addr());
+    auto link = rt.link(fc->here().addr());
     if (link.ok())
       (*link)->send(std::move(fwd));
     else
-      log::error("cannot forward cast to ", child.head.addr(), ": ",
+      log::error("cannot forward cast to ", fc->here().addr(), ": ",
                  link.status().toString());
   }
 

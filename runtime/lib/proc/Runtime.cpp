@@ -78,7 +78,6 @@ Runtime::Runtime(RuntimeOptions options) : opts(std::move(options)) {
                        tbb::global_control::active_value(
                            tbb::global_control::max_allowed_parallelism)));
   arenaImpl = std::make_unique<tbb::task_arena>(threads, 0);
-  schedulerImpl = std::make_unique<ActorScheduler>(*arenaImpl, threads);
   workGuard =
       std::make_unique<WorkGuard>(WorkGuard{asio::make_work_guard(*ioImpl)});
   ioThread = std::thread([this] {
@@ -111,9 +110,6 @@ Status Runtime::start() {
 Runtime::~Runtime() {
   if (globalInstance.load() == this)
     globalInstance = nullptr;
-  // No actor work may start once the runtime goes away.
-  if (!schedulerImpl->stop())
-    log::warning("an actor handler was still running at shutdown");
   if (listener)
     listener->close();
   {

@@ -31,14 +31,22 @@ size_t EncodedMessage::totalBytes() const {
   return total;
 }
 
-std::string encodeControlFrame(const google::protobuf::MessageLite &body) {
-  size_t size = body.ByteSizeLong();
+namespace {
+/// A control frame of `body`, whose size was just computed by ByteSizeLong
+/// (so serializing reuses the cached sizes instead of walking it again).
+std::string encodeSizedControlFrame(const google::protobuf::MessageLite &body,
+                                    size_t size) {
   std::string out(kFrameHeaderSize + size, '\0');
   writeFrameHeader(FrameKind::Control, static_cast<uint32_t>(size),
                    reinterpret_cast<uint8_t *>(out.data()));
   body.SerializeWithCachedSizesToArray(reinterpret_cast<uint8_t *>(out.data()) +
                                        kFrameHeaderSize);
   return out;
+}
+} // namespace
+
+std::string encodeControlFrame(const google::protobuf::MessageLite &body) {
+  return encodeSizedControlFrame(body, body.ByteSizeLong());
 }
 
 Expected<EncodedMessage> encodeMessage(Message message,
@@ -60,9 +68,10 @@ Expected<EncodedMessage> encodeMessage(Message message,
                      reinterpret_cast<uint8_t *>(out.payloadHeaders.data()) +
                          kFrameHeaderSize * i);
   }
-  if (env.ByteSizeLong() > limits.maxControlBytes)
+  size_t size = env.ByteSizeLong();
+  if (size > limits.maxControlBytes)
     return Status(ErrorCode::Invalid, "control frame exceeds the limit");
-  out.control = encodeControlFrame(env);
+  out.control = encodeSizedControlFrame(env, size);
   out.payloads = std::move(message.payloads);
   return out;
 }

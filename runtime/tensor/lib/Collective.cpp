@@ -196,7 +196,7 @@ void runReduce(const CollectiveEnv &env, const plan::Reduce &r,
   std::string key = "s" + std::to_string(env.stream) + "/" + join(ranks);
   auto comm = env.cache->get(*env.backend, key, ranks, env.rank);
   if (!comm.ok()) {
-    bindError(*env.table, targets, env.fail(comm.message()));
+    bindError(*env.table, targets, env.fail(comm.status().message()));
     return;
   }
   Communicator &c = *comm.value();
@@ -209,7 +209,7 @@ void runReduce(const CollectiveEnv &env, const plan::Reduce &r,
   at::TensorOptions options = input.options();
   ReduceKind kind = kindOf(r.op());
   at::Tensor result;
-  Status status = Status::success();
+  Status status = Status();
 
   if (r.op() != plan::STACK && !r.scatter()) {
     result = r.in_place() ? input : input.clone();
@@ -227,7 +227,7 @@ void runReduce(const CollectiveEnv &env, const plan::Reduce &r,
     result = at::empty(shape, options);
     status = c.alltoall(bufferOf(input), bufferOf(result));
   }
-  if (!status.ok() && !error)
+  if (!status.isOk() && !error)
     error = env.fail(status.message());
   if (error) {
     bindError(*env.table, targets, error);
@@ -316,7 +316,7 @@ void runSend(const CollectiveEnv &env, const plan::SendTensor &s,
     }
     auto c = env.cache->get(*env.backend, key, ranks, env.rank);
     if (!c.ok()) {
-      ErrorPtr e = env.fail(c.message());
+      ErrorPtr e = env.fail(c.status().message());
       if (amDest)
         bindError(*env.table, {s.result()}, e);
       return;
@@ -366,9 +366,9 @@ void runSend(const CollectiveEnv &env, const plan::SendTensor &s,
     dataRecvs.push_back({bufferOf(received), indexOf(from)});
   }
   Status st = comm->sendRecv(headerSends, headerRecvs, tag);
-  if (st.ok())
+  if (st.isOk())
     st = comm->sendRecv(sends, dataRecvs, tag + 1);
-  if (!st.ok()) {
+  if (!st.isOk()) {
     ErrorPtr e = env.fail(st.message());
     if (from >= 0)
       bindError(*env.table, {s.result()}, e);

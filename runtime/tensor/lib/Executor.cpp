@@ -323,22 +323,22 @@ struct Executor::Impl {
       dims.push_back({d.name(), d.size(), d.stride()});
     auto view = mesh::MeshView::create(m.offset(), dims);
     if (!view.ok())
-      return Status::error("mesh " + std::to_string(m.id()) + ": " +
+      return Status(ErrorCode::Invalid, "mesh " + std::to_string(m.id()) + ": " +
                            view.error().message);
     meshes.erase(m.id());
     meshes.emplace(m.id(), view.value());
-    return Status::success();
+    return Status();
   }
 
   Status addStream(const plan::Stream &s) {
     if (streams.count(s.id()))
-      return Status::error("stream " + std::to_string(s.id()) +
+      return Status(ErrorCode::Invalid, "stream " + std::to_string(s.id()) +
                            " already exists");
     streams.emplace(
         s.id(),
         std::make_unique<SerialQueue>(
             s.name().empty() ? "stream" + std::to_string(s.id()) : s.name()));
-    return Status::success();
+    return Status();
   }
 
   std::string streamName(int64_t id) const {
@@ -448,11 +448,11 @@ struct Executor::Impl {
   void submit(const plan::Instruction &inst) {
     switch (inst.kind_case()) {
     case plan::Instruction::kCreateMesh:
-      if (Status s = addMesh(inst.create_mesh().mesh()); !s.ok())
+      if (Status s = addMesh(inst.create_mesh().mesh()); !s.isOk())
         failStatic(inst, s.message(), {});
       return;
     case plan::Instruction::kCreateStream:
-      if (Status s = addStream(inst.create_stream().stream()); !s.ok())
+      if (Status s = addStream(inst.create_stream().stream()); !s.isOk())
         failStatic(inst, s.message(), {});
       return;
     case plan::Instruction::kDefineRecording:
@@ -1067,23 +1067,23 @@ struct Executor::Impl {
       try {
         setRoot(shape);
       } catch (const std::exception &e) {
-        return Status::error(e.what());
+        return Status(ErrorCode::Invalid, e.what());
       }
     } else {
       auto view = mesh::MeshView::root(shape);
       if (!view.ok() || !(view.value() == *meshOf(0)))
-        return Status::error("plan root mesh does not match this worker's "
+        return Status(ErrorCode::Invalid, "plan root mesh does not match this worker's "
                              "root " +
                              meshOf(0)->shapeString());
     }
     for (const auto &m : program.meshes())
-      if (Status s = addMesh(m); !s.ok())
+      if (Status s = addMesh(m); !s.isOk())
         return s;
     for (const auto &s : program.streams())
       if (!streams.count(s.id()))
-        if (Status st = addStream(s); !st.ok())
+        if (Status st = addStream(s); !st.isOk())
           return st;
-    return Status::success();
+    return Status();
   }
 
   ExecutorOptions options;
@@ -1121,7 +1121,7 @@ void Executor::submit(const plan::Instruction &instruction) {
 }
 
 Status Executor::run(const plan::Program &program) {
-  if (Status s = impl->declare(program); !s.ok())
+  if (Status s = impl->declare(program); !s.isOk())
     return s;
   for (auto &[id, q] : impl->streams)
     q->holdWakeups(true);
@@ -1130,7 +1130,7 @@ Status Executor::run(const plan::Program &program) {
   // Streams created by the program's instructions are in `streams` too.
   for (auto &[id, q] : impl->streams)
     q->holdWakeups(false);
-  return Status::success();
+  return Status();
 }
 
 bool Executor::waitIdle(std::chrono::milliseconds timeout) {

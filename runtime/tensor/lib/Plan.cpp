@@ -67,60 +67,60 @@ public:
 
   Status run() {
     if (program.root_size() == 0)
-      return Status::error("plan has no root mesh");
+      return Status(ErrorCode::Invalid, "plan has no root mesh");
     std::vector<std::pair<std::string, int64_t>> shape;
     for (const auto &d : program.root())
       shape.emplace_back(d.name(), d.size());
     auto root = mesh::MeshView::root(shape);
     if (!root.ok())
-      return Status::error("invalid root mesh: " + root.error().message);
+      return Status(ErrorCode::Invalid, "invalid root mesh: " + root.error().message);
     rootSize = root->size();
     meshes.emplace(0, root.value());
     streams.insert(0);
     for (const auto &m : program.meshes())
-      if (Status s = addMesh(m); !s.ok())
+      if (Status s = addMesh(m); !s.isOk())
         return s;
     for (const auto &s : program.streams())
-      if (Status st = addStream(s); !st.ok())
+      if (Status st = addStream(s); !st.isOk())
         return st;
     std::unordered_set<int64_t> defined;
     for (const auto &inst : program.instructions())
-      if (Status s = check(inst, defined, /*inRecording=*/false); !s.ok())
+      if (Status s = check(inst, defined, /*inRecording=*/false); !s.isOk())
         return s;
-    return Status::success();
+    return Status();
   }
 
 private:
   static Status fail(const plan::Instruction &inst, const std::string &msg) {
     std::ostringstream os;
     os << "instruction " << inst.id() << " (" << kindName(inst) << "): " << msg;
-    return Status::error(os.str());
+    return Status(ErrorCode::Invalid, os.str());
   }
 
   Status addMesh(const plan::Mesh &m) {
     if (m.id() <= 0 || meshes.count(m.id()))
-      return Status::error("mesh id " + std::to_string(m.id()) +
+      return Status(ErrorCode::Invalid, "mesh id " + std::to_string(m.id()) +
                            " is reserved or declared twice");
     std::vector<mesh::Dim> dims;
     for (const auto &d : m.dims())
       dims.push_back({d.name(), d.size(), d.stride()});
     auto view = mesh::MeshView::create(m.offset(), dims);
     if (!view.ok())
-      return Status::error("mesh " + std::to_string(m.id()) + ": " +
+      return Status(ErrorCode::Invalid, "mesh " + std::to_string(m.id()) + ": " +
                            view.error().message);
     for (int64_t r : view->ranks())
       if (r >= rootSize)
-        return Status::error("mesh " + std::to_string(m.id()) + " holds rank " +
+        return Status(ErrorCode::Invalid, "mesh " + std::to_string(m.id()) + " holds rank " +
                              std::to_string(r) + " outside the root mesh");
     meshes.emplace(m.id(), view.value());
-    return Status::success();
+    return Status();
   }
 
   Status addStream(const plan::Stream &s) {
     if (s.id() <= 0 || !streams.insert(s.id()).second)
-      return Status::error("stream id " + std::to_string(s.id()) +
+      return Status(ErrorCode::Invalid, "stream id " + std::to_string(s.id()) +
                            " is reserved or declared twice");
-    return Status::success();
+    return Status();
   }
 
   Status check(const plan::Instruction &inst,
@@ -148,14 +148,14 @@ private:
       std::unordered_set<int64_t> local(rec.formals().begin(),
                                         rec.formals().end());
       for (const auto &b : rec.body())
-        if (Status s = check(b, local, /*inRecording=*/true); !s.ok())
-          return Status::error("in recording " + std::to_string(rec.id()) +
+        if (Status s = check(b, local, /*inRecording=*/true); !s.isOk())
+          return Status(ErrorCode::Invalid, "in recording " + std::to_string(rec.id()) +
                                ": " + s.message());
       for (int64_t r : rec.results())
         if (!local.count(r))
           return fail(inst, "recording result ref " + std::to_string(r) +
                                 " is not defined by its body");
-      return Status::success();
+      return Status();
     }
     case plan::Instruction::kCallRecording: {
       const auto &call = inst.call_recording();
@@ -207,9 +207,9 @@ private:
       break;
     }
 
-    Status status = Status::success();
+    Status status = Status();
     visitRefs(inst, [&](int64_t ref, RefRole role) {
-      if (!status.ok())
+      if (!status.isOk())
         return;
       if (ref < 0) {
         status = fail(inst, "negative ref " + std::to_string(ref));
@@ -420,24 +420,24 @@ void mapRefs(plan::Instruction &inst,
 
 Status validatePlan(const plan::Program &program) {
   if (program.magic() != kPlanMagic)
-    return Status::error("not a monarch plan: bad magic number");
+    return Status(ErrorCode::Invalid, "not a monarch plan: bad magic number");
   if (program.version() > kPlanVersion)
-    return Status::error(
+    return Status(ErrorCode::Invalid, 
         "plan schema version " + std::to_string(program.version()) +
         " is newer than this runtime supports (version " +
         std::to_string(kPlanVersion) +
         "); rebuild monarch with the compiler that produced the plan");
   if (program.version() == 0)
-    return Status::error("plan has no schema version");
+    return Status(ErrorCode::Invalid, "plan has no schema version");
   return Validator(program).run();
 }
 
 Expected<plan::Program> loadPlan(std::string_view bytes) {
   plan::Program program;
   if (!program.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-    return Status::error("corrupted plan: the bytes are not a valid monarch "
+    return Status(ErrorCode::Invalid, "corrupted plan: the bytes are not a valid monarch "
                          "plan (protobuf parse failed)");
-  if (Status s = validatePlan(program); !s.ok())
+  if (Status s = validatePlan(program); !s.isOk())
     return s;
   return program;
 }
@@ -445,12 +445,12 @@ Expected<plan::Program> loadPlan(std::string_view bytes) {
 Expected<plan::Program> loadPlanFile(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    return Status::error("cannot open plan file " + path);
+    return Status(ErrorCode::Invalid, "cannot open plan file " + path);
   std::ostringstream buf;
   buf << in.rdbuf();
   auto program = loadPlan(buf.str());
   if (!program.ok())
-    return Status::error(path + ": " + program.message());
+    return Status(ErrorCode::Invalid, path + ": " + program.status().message());
   return program;
 }
 

@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
   auto program = loadPlanFile(args["--plan"]);
   if (!program.ok()) {
     std::fprintf(stderr, "monarch-tensor-rank: %s\n",
-                 program.message().c_str());
+                 program.status().message().c_str());
     return 2;
   }
   std::chrono::milliseconds timeout(
@@ -79,7 +79,7 @@ int main(int argc, char **argv) {
   int rc = 0;
   {
     Executor executor(options, callbacks);
-    if (Status s = executor.run(program.value()); !s.ok()) {
+    if (Status s = executor.run(program.value()); !s.isOk()) {
       std::fprintf(stderr, "monarch-tensor-rank: %s\n", s.message().c_str());
       return 2;
     }

@@ -74,10 +74,10 @@ public:
     plan::Program program = b.program();
     if (validate) {
       auto loaded = loadPlan(b.serialize());
-      ASSERT_TRUE(loaded.ok()) << loaded.message();
+      ASSERT_TRUE(loaded.ok()) << loaded.status().message();
       program = loaded.value();
     }
-    ASSERT_TRUE(executor->run(program).ok());
+    ASSERT_TRUE(executor->run(program).isOk());
     ASSERT_TRUE(executor->waitIdle(seconds(20)));
   }
 

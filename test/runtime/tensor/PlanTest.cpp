@@ -38,7 +38,7 @@ std::string tempDir(const std::string &name) {
 TEST(Plan, RoundTripsAndValidates) {
   PlanBuilder b = smallPlan();
   auto loaded = loadPlan(b.serialize());
-  ASSERT_TRUE(loaded.ok()) << loaded.message();
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
   EXPECT_EQ(loaded->instructions_size(), 3);
   EXPECT_EQ(loaded->version(), kPlanVersion);
 }
@@ -48,8 +48,8 @@ TEST(Plan, CorruptedBytesAreRefused) {
   // Truncation in the middle of a length-delimited field.
   auto truncated = loadPlan(bytes.substr(0, bytes.size() / 2));
   ASSERT_FALSE(truncated.ok());
-  EXPECT_NE(truncated.message().find("corrupted plan"), std::string::npos)
-      << truncated.message();
+  EXPECT_NE(truncated.status().message().find("corrupted plan"), std::string::npos)
+      << truncated.status().message();
   auto garbage = loadPlan(std::string("\xff\xff\xff\xff garbage", 12));
   ASSERT_FALSE(garbage.ok());
 }
@@ -59,7 +59,7 @@ TEST(Plan, BadMagicIsRefused) {
   b.program().set_magic(0x1234);
   auto loaded = loadPlan(b.serialize());
   ASSERT_FALSE(loaded.ok());
-  EXPECT_NE(loaded.message().find("not a monarch plan"), std::string::npos);
+  EXPECT_NE(loaded.status().message().find("not a monarch plan"), std::string::npos);
 }
 
 TEST(Plan, FutureVersionIsRefusedWithAClearMessage) {
@@ -67,18 +67,18 @@ TEST(Plan, FutureVersionIsRefusedWithAClearMessage) {
   b.program().set_version(kPlanVersion + 1);
   auto loaded = loadPlan(b.serialize());
   ASSERT_FALSE(loaded.ok());
-  EXPECT_NE(loaded.message().find("version " +
+  EXPECT_NE(loaded.status().message().find("version " +
                                   std::to_string(kPlanVersion + 1) +
                                   " is newer than this runtime supports"),
             std::string::npos)
-      << loaded.message();
+      << loaded.status().message();
 }
 
 TEST(Plan, RefUsedBeforeDefinitionIsRefused) {
   PlanBuilder b({{"x", 2}});
   b.op(b.root(), "aten::neg", "", {val::ref(42)});
   auto s = validatePlan(b.program());
-  ASSERT_FALSE(s.ok());
+  ASSERT_FALSE(s.isOk());
   EXPECT_NE(s.message().find("ref 42 used before it is defined"),
             std::string::npos)
       << s.message();
@@ -90,7 +90,7 @@ TEST(Plan, DeletedRefCannotBeUsed) {
   b.deleteRefs(b.root(), {t});
   b.fetch(b.root(), t);
   auto s = validatePlan(b.program());
-  ASSERT_FALSE(s.ok());
+  ASSERT_FALSE(s.isOk());
   EXPECT_NE(s.message().find("used before it is defined"), std::string::npos);
 }
 
@@ -99,21 +99,21 @@ TEST(Plan, UnknownMeshStreamAndDimAreRefused) {
     PlanBuilder b({{"x", 2}});
     b.add(7).mutable_request_status();
     auto s = validatePlan(b.program());
-    ASSERT_FALSE(s.ok());
+    ASSERT_FALSE(s.isOk());
     EXPECT_NE(s.message().find("unknown mesh 7"), std::string::npos);
   }
   {
     PlanBuilder b({{"x", 2}});
     b.add(0, 3).mutable_request_status();
     auto s = validatePlan(b.program());
-    ASSERT_FALSE(s.ok());
+    ASSERT_FALSE(s.isOk());
     EXPECT_NE(s.message().find("unknown stream 3"), std::string::npos);
   }
   {
     PlanBuilder b({{"x", 2}});
     b.rank(b.root(), {"y"});
     auto s = validatePlan(b.program());
-    ASSERT_FALSE(s.ok());
+    ASSERT_FALSE(s.isOk());
     EXPECT_NE(s.message().find("unknown dim 'y'"), std::string::npos);
   }
 }
@@ -128,7 +128,7 @@ TEST(Plan, MeshOutsideRootIsRefused) {
   d->set_size(2);
   d->set_stride(1);
   auto s = validatePlan(b.program());
-  ASSERT_FALSE(s.ok());
+  ASSERT_FALSE(s.isOk());
   EXPECT_NE(s.message().find("outside the root mesh"), std::string::npos);
 }
 
@@ -136,12 +136,12 @@ TEST(Plan, ReduceNeedsMetaAndKnownDims) {
   PlanBuilder b({{"x", 2}});
   int64_t t = b.op(b.root(), "aten::ones", "", {val::ints({2})});
   b.reduce(b.root(), t, plan::TensorMeta(), {"x"}, plan::SUM);
-  EXPECT_FALSE(validatePlan(b.program()).ok());
+  EXPECT_FALSE(validatePlan(b.program()).isOk());
   PlanBuilder c({{"x", 2}});
   int64_t u = c.op(c.root(), "aten::ones", "", {val::ints({2})});
   c.reduce(c.root(), u, meta(plan::FLOAT32, {2}), {"nope"}, plan::SUM);
   auto s = validatePlan(c.program());
-  ASSERT_FALSE(s.ok());
+  ASSERT_FALSE(s.isOk());
   EXPECT_NE(s.message().find("nope"), std::string::npos);
 }
 
@@ -163,11 +163,11 @@ TEST(Plan, RecordingsAreCheckedAgainstTheirCalls) {
   c->set_recording(1);
   c->add_actuals(x);
   c->add_results(b.ref());
-  ASSERT_TRUE(validatePlan(b.program()).ok())
+  ASSERT_TRUE(validatePlan(b.program()).isOk())
       << validatePlan(b.program()).message();
   c->add_actuals(x); // wrong arity
   auto s = validatePlan(b.program());
-  ASSERT_FALSE(s.ok());
+  ASSERT_FALSE(s.isOk());
   EXPECT_NE(s.message().find("takes 1 actuals"), std::string::npos);
 }
 
@@ -186,14 +186,14 @@ TEST(Plan, MapRefsRenamesEveryRef) {
 
 TEST(FileStore, SetGetAndTimeout) {
   FileStore store(tempDir("store"));
-  ASSERT_TRUE(store.set("a/b:c", {'x', 'y'}).ok());
+  ASSERT_TRUE(store.set("a/b:c", {'x', 'y'}).isOk());
   auto v = store.get("a/b:c", std::chrono::milliseconds(100));
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(v.value(), (std::vector<char>{'x', 'y'}));
   // Keys that escape to the same file name stay distinct.
   auto missing = store.get("a_b_c", std::chrono::milliseconds(30));
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.message().find("timed out"), std::string::npos);
+  EXPECT_NE(missing.status().message().find("timed out"), std::string::npos);
 }
 
 /// Runs `fn(rank, communicator)` on `n` threads, each with its own backend
@@ -209,7 +209,7 @@ template <typename Fn> void onRanks(int n, Fn fn) {
       std::vector<int64_t> ranks(n);
       std::iota(ranks.begin(), ranks.end(), 0);
       auto comm = backend->connect("test", ranks, r);
-      ASSERT_TRUE(comm.ok()) << comm.message();
+      ASSERT_TRUE(comm.ok()) << comm.status().message();
       fn(r, *comm.value());
     }));
   for (auto &f : done)
@@ -220,22 +220,22 @@ TEST(Gloo, AllreduceKindsAndDtypes) {
   onRanks(3, [](int r, Communicator &c) {
     std::vector<float> f{float(r + 1), float(-r)};
     ASSERT_TRUE(
-        c.allreduce({f.data(), 2, plan::FLOAT32}, ReduceKind::Sum).ok());
+        c.allreduce({f.data(), 2, plan::FLOAT32}, ReduceKind::Sum).isOk());
     EXPECT_EQ(f, (std::vector<float>{6, -3}));
     std::vector<int64_t> i{r + 2};
     ASSERT_TRUE(
-        c.allreduce({i.data(), 1, plan::INT64}, ReduceKind::Product).ok());
+        c.allreduce({i.data(), 1, plan::INT64}, ReduceKind::Product).isOk());
     EXPECT_EQ(i[0], 2 * 3 * 4);
     std::vector<double> m{double(r)};
     ASSERT_TRUE(
-        c.allreduce({m.data(), 1, plan::FLOAT64}, ReduceKind::Max).ok());
+        c.allreduce({m.data(), 1, plan::FLOAT64}, ReduceKind::Max).isOk());
     EXPECT_EQ(m[0], 2.0);
     std::vector<int32_t> mn{10 - r};
-    ASSERT_TRUE(c.allreduce({mn.data(), 1, plan::INT32}, ReduceKind::Min).ok());
+    ASSERT_TRUE(c.allreduce({mn.data(), 1, plan::INT32}, ReduceKind::Min).isOk());
     EXPECT_EQ(mn[0], 8);
     std::vector<uint8_t> b{1};
     auto bad = c.allreduce({b.data(), 1, plan::BOOL}, ReduceKind::Sum);
-    EXPECT_FALSE(bad.ok());
+    EXPECT_FALSE(bad.isOk());
   });
 }
 
@@ -245,25 +245,25 @@ TEST(Gloo, GatherScatterAlltoallAndPointToPoint) {
     std::vector<int32_t> out(4);
     ASSERT_TRUE(
         c.allgather({in.data(), 2, plan::INT32}, {out.data(), 4, plan::INT32})
-            .ok());
+            .isOk());
     EXPECT_EQ(out, (std::vector<int32_t>{0, 1, 10, 11}));
     std::vector<int32_t> a2a(2);
     ASSERT_TRUE(
         c.alltoall({in.data(), 2, plan::INT32}, {a2a.data(), 2, plan::INT32})
-            .ok());
+            .isOk());
     EXPECT_EQ(a2a, (std::vector<int32_t>{r, 10 + r}));
     std::vector<float> rs{1.f + r, 2.f + r};
     std::vector<float> mine(1);
     ASSERT_TRUE(c.reduceScatter({rs.data(), 2, plan::FLOAT32},
                                 {mine.data(), 1, plan::FLOAT32},
                                 ReduceKind::Sum)
-                    .ok());
+                    .isOk());
     EXPECT_EQ(mine[0], r == 0 ? 3.f : 5.f);
     // Both ranks send and receive at once: must not deadlock.
     std::vector<int64_t> mineV{r + 100}, theirs{0};
     ASSERT_TRUE(c.sendRecv({{{mineV.data(), 1, plan::INT64}, 1 - r}},
                            {{{theirs.data(), 1, plan::INT64}, 1 - r}}, 7)
-                    .ok());
+                    .isOk());
     EXPECT_EQ(theirs[0], 1 - r + 100);
   });
 }

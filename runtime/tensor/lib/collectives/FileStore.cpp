@@ -36,16 +36,16 @@ Status FileStore::set(const std::string &key, const std::vector<char> &value) {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out)
-      return Status::error("FileStore: cannot write " + tmp + ": " +
+      return Status(ErrorCode::Internal, "FileStore: cannot write " + tmp + ": " +
                            std::strerror(errno));
     out.write(value.data(), static_cast<std::streamsize>(value.size()));
     if (!out)
-      return Status::error("FileStore: short write to " + tmp);
+      return Status(ErrorCode::Internal, "FileStore: short write to " + tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return Status::error("FileStore: cannot rename " + tmp + ": " +
+    return Status(ErrorCode::Internal, "FileStore: cannot rename " + tmp + ": " +
                          std::strerror(errno));
-  return Status::success();
+  return Status();
 }
 
 Expected<std::vector<char>> FileStore::get(const std::string &key,
@@ -59,7 +59,7 @@ Expected<std::vector<char>> FileStore::get(const std::string &key,
       return std::vector<char>(std::istreambuf_iterator<char>(in),
                                std::istreambuf_iterator<char>());
     if (std::chrono::steady_clock::now() >= deadline)
-      return Status::error("FileStore: timed out after " +
+      return Status(ErrorCode::Timeout, "FileStore: timed out after " +
                            std::to_string(timeout.count()) +
                            " ms waiting for key '" + key + "' in " + dir);
     // Polling a file: back off up to 5 ms.

@@ -34,13 +34,13 @@ public:
       : store(std::move(store)), timeout(timeout) {}
 
   void set(const std::string &key, const std::vector<char> &data) override {
-    if (Status s = store->set(key, data); !s.ok())
+    if (Status s = store->set(key, data); !s.isOk())
       throw std::runtime_error(s.message());
   }
   std::vector<char> get(const std::string &key) override {
     auto v = store->get(key, timeout);
     if (!v.ok())
-      throw std::runtime_error(v.message());
+      throw std::runtime_error(v.status().message());
     return std::move(v).value();
   }
   void wait(const std::vector<std::string> &keys) override {
@@ -50,7 +50,7 @@ public:
             const std::chrono::milliseconds &limit) override {
     for (const auto &k : keys)
       if (auto v = store->get(k, limit); !v.ok())
-        throw std::runtime_error(v.message());
+        throw std::runtime_error(v.status().message());
   }
 
 private:
@@ -77,9 +77,9 @@ template <typename T> ReduceFn reduceFn(ReduceKind kind) {
 template <typename Fn> Status guarded(const char *what, Fn &&fn) {
   try {
     fn();
-    return Status::success();
+    return Status();
   } catch (const std::exception &e) {
-    return Status::error(std::string("gloo ") + what + ": " + e.what());
+    return Status(ErrorCode::Internal, std::string("gloo ") + what + ": " + e.what());
   }
 }
 
@@ -94,7 +94,7 @@ public:
 
   Status allreduce(Buffer b, ReduceKind kind) override {
     if (size() == 1 || b.count == 0)
-      return Status::success();
+      return Status();
     switch (b.dtype) {
     case plan::FLOAT32:
       return allreduceAs<float>(b, kind);
@@ -111,7 +111,7 @@ public:
     case plan::FLOAT16:
       return allreduceAs<gloo::float16>(b, kind);
     default:
-      return Status::error("gloo allreduce: unsupported dtype " +
+      return Status(ErrorCode::Invalid, "gloo allreduce: unsupported dtype " +
                            plan::DType_Name(b.dtype));
     }
   }
@@ -123,18 +123,18 @@ public:
     std::vector<char> scratch(static_cast<const char *>(in.data),
                               static_cast<const char *>(in.data) + bytes);
     Buffer work{scratch.data(), in.count, in.dtype};
-    if (Status s = allreduce(work, kind); !s.ok())
+    if (Status s = allreduce(work, kind); !s.isOk())
       return s;
     size_t block = out.count * elementSize(out.dtype);
     std::memcpy(out.data, scratch.data() + block * rank(), block);
-    return Status::success();
+    return Status();
   }
 
   Status allgather(Buffer in, Buffer out) override {
     size_t bytes = in.count * elementSize(in.dtype);
     if (size() == 1) {
       std::memcpy(out.data, in.data, bytes);
-      return Status::success();
+      return Status();
     }
     return guarded("allgather", [&] {
       gloo::AllgatherOptions opts(ctx);
@@ -150,7 +150,7 @@ public:
     size_t bytes = in.count * elementSize(in.dtype);
     if (size() == 1) {
       std::memcpy(out.data, in.data, bytes);
-      return Status::success();
+      return Status();
     }
     return guarded("alltoall", [&] {
       gloo::AlltoallOptions opts(ctx);
@@ -164,7 +164,7 @@ public:
 
   Status broadcast(Buffer b, int root) override {
     if (size() == 1)
-      return Status::success();
+      return Status();
     return guarded("broadcast", [&] {
       gloo::BroadcastOptions opts(ctx);
       opts.setOutput(static_cast<char *>(b.data),
@@ -237,7 +237,7 @@ public:
       if (ranks[i] == self)
         index = static_cast<int>(i);
     if (index < 0)
-      return Status::error("gloo: rank " + std::to_string(self) +
+      return Status(ErrorCode::Internal, "gloo: rank " + std::to_string(self) +
                            " is not a member of communicator " + key);
     try {
       auto context = std::make_shared<gloo::rendezvous::Context>(
@@ -251,7 +251,7 @@ public:
       return std::shared_ptr<Communicator>(
           std::make_shared<GlooCommunicator>(context, options.timeout));
     } catch (const std::exception &e) {
-      return Status::error("gloo: connecting communicator " + key + ": " +
+      return Status(ErrorCode::Internal, "gloo: connecting communicator " + key + ": " +
                            e.what());
     }
   }

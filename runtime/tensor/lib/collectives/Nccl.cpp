@@ -47,7 +47,7 @@ Expected<ncclDataType_t> ncclType(plan::DType dtype) {
   case plan::UINT8:
     return ncclUint8;
   default:
-    return Status::error("nccl: unsupported dtype " + plan::DType_Name(dtype));
+    return Status(ErrorCode::Invalid, "nccl: unsupported dtype " + plan::DType_Name(dtype));
   }
 }
 
@@ -128,22 +128,22 @@ private:
   /// Waits for the enqueued work, bounded by the timeout.
   Status finish(ncclResult_t launched) {
     if (launched != ncclSuccess)
-      return Status::error(std::string("nccl: ") +
+      return Status(ErrorCode::Internal, std::string("nccl: ") +
                            ncclGetErrorString(launched));
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
       cudaError_t q = cudaStreamQuery(stream);
       if (q == cudaSuccess)
-        return Status::success();
+        return Status();
       if (q != cudaErrorNotReady)
-        return Status::error(std::string("cuda: ") + cudaGetErrorString(q));
+        return Status(ErrorCode::Internal, std::string("cuda: ") + cudaGetErrorString(q));
       ncclResult_t async;
       ncclCommGetAsyncError(comm, &async);
       if (async != ncclSuccess)
-        return Status::error(std::string("nccl: ") + ncclGetErrorString(async));
+        return Status(ErrorCode::Internal, std::string("nccl: ") + ncclGetErrorString(async));
       if (std::chrono::steady_clock::now() >= deadline) {
         ncclCommAbort(comm);
-        return Status::error("nccl: collective timed out");
+        return Status(ErrorCode::Internal, "nccl: collective timed out");
       }
       std::this_thread::yield();
     }
@@ -169,34 +169,34 @@ public:
       if (ranks[i] == self)
         index = static_cast<int>(i);
     if (index < 0)
-      return Status::error("nccl: rank not in communicator " + key);
+      return Status(ErrorCode::Internal, "nccl: rank not in communicator " + key);
     ncclUniqueId id;
     std::string idKey = "monarch/nccl/" + key;
     if (index == 0) {
       if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
-        return Status::error(std::string("nccl: ") + ncclGetErrorString(r));
+        return Status(ErrorCode::Internal, std::string("nccl: ") + ncclGetErrorString(r));
       std::vector<char> bytes(reinterpret_cast<char *>(&id),
                               reinterpret_cast<char *>(&id) + sizeof(id));
-      if (Status s = store->set(idKey, bytes); !s.ok())
+      if (Status s = store->set(idKey, bytes); !s.isOk())
         return s;
     } else {
       auto bytes = store->get(idKey, timeout);
       if (!bytes.ok())
         return bytes.status();
       if (bytes.value().size() != sizeof(id))
-        return Status::error("nccl: malformed unique id for " + key);
+        return Status(ErrorCode::Internal, "nccl: malformed unique id for " + key);
       std::memcpy(&id, bytes.value().data(), sizeof(id));
     }
     cudaStream_t stream;
     if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) !=
         cudaSuccess)
-      return Status::error("cuda: cannot create a stream");
+      return Status(ErrorCode::Internal, "cuda: cannot create a stream");
     ncclComm_t comm;
     if (ncclResult_t r =
             ncclCommInitRank(&comm, static_cast<int>(ranks.size()), id, index);
         r != ncclSuccess) {
       cudaStreamDestroy(stream);
-      return Status::error(std::string("nccl: ") + ncclGetErrorString(r));
+      return Status(ErrorCode::Internal, std::string("nccl: ") + ncclGetErrorString(r));
     }
     return std::shared_ptr<Communicator>(std::make_shared<NcclCommunicator>(
         comm, stream, index, static_cast<int>(ranks.size()), timeout));

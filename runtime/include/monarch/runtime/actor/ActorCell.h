@@ -1,8 +1,7 @@
 //===- ActorCell.h - One actor instance and its mailbox ---------*- C++ -*-===//
 //
 // The cell owns the actor object and a mailbox. Posting to an idle mailbox
-// schedules one drain task on the process's TBB arena (ActorScheduler); the
-// task handles
+// enqueues one drain task on the process's TBB arena; the task handles
 // messages one at a time, in mailbox order, until the mailbox is empty. So an
 // actor never runs two handlers at once and no thread is parked per actor.
 //
@@ -11,10 +10,10 @@
 #define MONARCH_RUNTIME_ACTOR_ACTORCELL_H
 
 #include "monarch/runtime/actor/Actor.h"
-#include "monarch/runtime/actor/ActorScheduler.h"
 #include "monarch/runtime/util/Status.h"
 
 #include <tbb/concurrent_queue.h>
+#include <tbb/task_arena.h>
 
 #include <atomic>
 #include <functional>
@@ -45,7 +44,7 @@ using StopObserver =
 
 class ActorCell : public std::enable_shared_from_this<ActorCell> {
 public:
-  ActorCell(ActorScheduler &scheduler, const ActorClassInfo &cls,
+  ActorCell(tbb::task_arena &arena, const ActorClassInfo &cls,
             ActorContext context, StopObserver onStop);
 
   /// Queues the constructor; `done` reports its outcome.
@@ -65,7 +64,7 @@ private:
   void run(const Invocation &call, const ReplySink &sink);
   void stop(const std::string &reason);
 
-  ActorScheduler &scheduler;
+  tbb::task_arena &arena;
   const ActorClassInfo &cls;
   ActorContext ctx;
   StopObserver onStop;

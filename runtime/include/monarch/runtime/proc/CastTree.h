@@ -21,8 +21,10 @@ struct CastChild {
   std::vector<proto::CastTarget> rest;
 };
 
-std::vector<CastChild>
-splitCastTree(const std::vector<proto::CastTarget> &targets, uint32_t fanout);
+/// Groups `targets` (moved into the result, not copied) into at most `fanout`
+/// contiguous children.
+std::vector<CastChild> splitCastTree(std::vector<proto::CastTarget> targets,
+                                     uint32_t fanout);
 
 } // namespace monarch
 

@@ -9,7 +9,6 @@
 #ifndef MONARCH_RUNTIME_PROC_RUNTIME_H
 #define MONARCH_RUNTIME_PROC_RUNTIME_H
 
-#include "monarch/runtime/actor/ActorScheduler.h"
 #include "monarch/runtime/proc/Router.h"
 #include "monarch/runtime/transport/Transport.h"
 
@@ -53,8 +52,6 @@ public:
   transport::Transport &transport() { return *transportImpl; }
   Router &router() { return routerImpl; }
   tbb::task_arena &arena() { return *arenaImpl; }
-  /// Runs actors' mailboxes on the arena.
-  ActorScheduler &scheduler() { return *schedulerImpl; }
 
   const std::string &addr() const { return listenAddr; }
   const std::string &secret() const { return opts.secret; }
@@ -96,7 +93,6 @@ private:
   std::unique_ptr<transport::Transport> transportImpl;
   std::unique_ptr<tbb::global_control> parallelism;
   std::unique_ptr<tbb::task_arena> arenaImpl;
-  std::unique_ptr<ActorScheduler> schedulerImpl;
   Router routerImpl;
   std::unique_ptr<transport::Listener> listener;
   std::string listenAddr;

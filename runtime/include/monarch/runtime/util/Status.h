@@ -2,6 +2,8 @@
 //
 // Runtime modules return Status / Expected<T> instead of throwing: work hops
 // between io threads and TBB tasks, and an exception must never cross them.
+// Header-only (target MonarchStatus) so the tensor engine, which does not link
+// the actor runtime, uses the same type.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MONARCH_RUNTIME_UTIL_STATUS_H
@@ -26,7 +28,29 @@ enum class ErrorCode {
   Internal,
 };
 
-const char *errorCodeName(ErrorCode code);
+inline const char *errorCodeName(ErrorCode code) {
+  switch (code) {
+  case ErrorCode::Ok:
+    return "Ok";
+  case ErrorCode::Invalid:
+    return "Invalid";
+  case ErrorCode::NotFound:
+    return "NotFound";
+  case ErrorCode::Timeout:
+    return "Timeout";
+  case ErrorCode::Closed:
+    return "Closed";
+  case ErrorCode::Auth:
+    return "Auth";
+  case ErrorCode::Remote:
+    return "Remote";
+  case ErrorCode::Supervision:
+    return "Supervision";
+  case ErrorCode::Internal:
+    return "Internal";
+  }
+  return "Unknown";
+}
 
 class [[nodiscard]] Status {
 public:
@@ -40,7 +64,11 @@ public:
   ErrorCode code() const { return codeValue; }
   const std::string &message() const { return text; }
   /// "Timeout: no reply within 1000 ms".
-  std::string toString() const;
+  std::string toString() const {
+    if (isOk())
+      return "Ok";
+    return std::string(errorCodeName(codeValue)) + ": " + text;
+  }
 
 private:
   ErrorCode codeValue = ErrorCode::Ok;
