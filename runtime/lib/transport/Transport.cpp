@@ -440,66 +440,29 @@ private:
         });
   }
 
-  /// Hands every whole buffered message to the handler; false after a bad
-  /// frame closed the connection.
-  bool dispatchDecoded() {
+  void readMessages() {
     for (;;) {
       auto next = decoder.nextMessage();
-      if (!next.ok()) {
-        drop(next.status().toString());
-        return false;
-      }
+      if (!next.ok())
+        return drop(next.status().toString());
       if (!next->has_value())
-        return true;
+        break;
       (*handler)(std::move(**next));
     }
-  }
-
-  void readMessages() {
-    asio::error_code ec;
-    socket.non_blocking(true, ec);
-    if (ec)
-      return drop("cannot make the socket non-blocking: " + ec.message());
-    if (dispatchDecoded())
-      readNow();
-  }
-
-  /// Reads what the socket holds (non-blocking) and dispatches it, then
-  /// waits for readability. A read shorter than the buffer emptied the
-  /// socket, and only this (the io) thread re-arms the wait before the
-  /// reactor polls again, so later bytes wake the wait: this skips the read
-  /// that would fail with EAGAIN (asio's speculative read), one system call
-  /// per message on the latency path.
-  void readNow() {
-    constexpr size_t chunk = 64 * 1024;
-    for (;;) {
-      asio::error_code ec;
-      size_t n =
-          socket.read_some(asio::buffer(decoder.prepare(chunk), chunk), ec);
-      if (ec == asio::error::would_block || ec == asio::error::try_again)
-        break;
-      if (ec)
-        return ended(ec);
-      decoder.commit(n);
-      if (!dispatchDecoded())
-        return;
-      if (n < chunk)
-        break;
-    }
     auto self = this->shared_from_this();
-    socket.async_wait(asio::socket_base::wait_read,
-                      [self](asio::error_code ec) {
-                        if (ec)
-                          return self->ended(ec);
-                        self->readNow();
-                      });
-  }
-
-  void ended(const asio::error_code &ec) {
-    // EOF is the normal end of a peer.
-    if (ec != asio::error::eof && ec != asio::error::operation_aborted)
-      log::debug("connection ended: ", ec.message());
-    close();
+    constexpr size_t chunk = 64 * 1024;
+    socket.async_read_some(asio::buffer(decoder.prepare(chunk), chunk),
+                           [self](asio::error_code ec, size_t n) {
+                             if (ec) {
+                               // EOF is the normal end of a peer.
+                               if (ec != asio::error::eof &&
+                                   ec != asio::error::operation_aborted)
+                                 log::debug("connection ended: ", ec.message());
+                               return self->close();
+                             }
+                             self->decoder.commit(n);
+                             self->readMessages();
+                           });
   }
 
   void drop(const std::string &why) {
