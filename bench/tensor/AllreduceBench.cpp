@@ -12,12 +12,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "monarch/tensor/Collectives.h"
+#include "monarch/tensor/TempDir.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <numeric>
@@ -26,12 +26,12 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 using namespace monarch::tensor;
 namespace plan = monarch::plan;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -111,16 +111,16 @@ int main(int argc, char **argv) {
     return runRank(std::stoi(args["--rank"]), ranks, iters, args["--store"],
                    args["--out"]);
 
-  fs::path dir = fs::temp_directory_path() /
-                 ("monarch-allreduce-" + std::to_string(::getpid()));
-  fs::create_directories(dir / "store");
+  TempDir tmp("allreduce");
+  std::string dir = tmp.path();
+  ::mkdir((dir + "/store").c_str(), 0700);
   std::vector<pid_t> pids;
   for (int r = 0; r < ranks; ++r) {
     pid_t pid = ::fork();
     if (pid == 0) {
       std::string rank = std::to_string(r), n = std::to_string(ranks),
-                  it = std::to_string(iters), store = (dir / "store").string(),
-                  out = (dir / (rank + ".txt")).string();
+                  it = std::to_string(iters), store = dir + "/store",
+                  out = dir + "/" + rank + ".txt";
       ::execl("/proc/self/exe", argv[0], "--rank", rank.c_str(), "--ranks",
               n.c_str(), "--iters", it.c_str(), "--store", store.c_str(),
               "--out", out.c_str(), static_cast<char *>(nullptr));
@@ -138,9 +138,9 @@ int main(int argc, char **argv) {
   }
   std::map<size_t, double> monarch;
   for (int r = 0; r < ranks; ++r)
-    monarch = readTimes((dir / (std::to_string(r) + ".txt")).string(), monarch);
+    monarch = readTimes(dir + "/" + std::to_string(r) + ".txt", monarch);
 
-  std::string torchOut = (dir / "torch.txt").string();
+  std::string torchOut = dir + "/torch.txt";
   std::string cmd = "/usr/bin/python3 " MONARCH_TORCH_ALLREDUCE_SCRIPT " " +
                     std::to_string(ranks) + " " + std::to_string(freePort()) +
                     " " + torchOut + " " + std::to_string(iters);
@@ -163,6 +163,5 @@ int main(int argc, char **argv) {
                 s >> 10, monarch[s] * 1e3, gbps(monarch[s]), torch[s] * 1e3,
                 gbps(torch[s]), torch[s] / monarch[s]);
   }
-  fs::remove_all(dir);
   return 0;
 }

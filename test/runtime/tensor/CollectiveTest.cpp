@@ -9,6 +9,7 @@
 
 #include "monarch/tensor/Plan.h"
 #include "monarch/tensor/PlanBuilder.h"
+#include "monarch/tensor/TempDir.h"
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -16,32 +17,21 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <thread>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 using namespace monarch::tensor;
 namespace plan = monarch::plan;
-namespace fs = std::filesystem;
 
 namespace {
 
 constexpr int kRanks = 4;
-
-std::string tempDir(const std::string &name) {
-  static int counter = 0;
-  fs::path p = fs::temp_directory_path() /
-               ("monarch-" + name + "-" + std::to_string(::getpid()) + "-" +
-                std::to_string(counter++));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
 
 struct Outcome {
   std::vector<int> exitCodes;
@@ -51,10 +41,11 @@ struct Outcome {
 
 /// Runs `planBytes` on kRanks processes; fails the test on a hang.
 Outcome runRanks(const std::string &planBytes) {
-  std::string dir = tempDir("ranks");
+  TempDir tmp("ranks");
+  const std::string &dir = tmp.path();
   std::string planPath = dir + "/plan.pb";
   std::ofstream(planPath, std::ios::binary) << planBytes;
-  fs::create_directories(dir + "/store");
+  ::mkdir((dir + "/store").c_str(), 0700);
   std::vector<pid_t> pids;
   for (int r = 0; r < kRanks; ++r) {
     pid_t pid = ::fork();
@@ -109,7 +100,6 @@ Outcome runRanks(const std::string &planBytes) {
       report.ParseFromIstream(&in);
     o.reports.push_back(report);
   }
-  fs::remove_all(dir);
   return o;
 }
 

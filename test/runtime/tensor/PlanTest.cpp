@@ -3,19 +3,18 @@
 #include "monarch/tensor/Plan.h"
 #include "monarch/tensor/Collectives.h"
 #include "monarch/tensor/PlanBuilder.h"
+#include "monarch/tensor/TempDir.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
 #include <future>
 #include <numeric>
 #include <thread>
 
 using namespace monarch::tensor;
 namespace plan = monarch::plan;
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -25,14 +24,6 @@ PlanBuilder smallPlan() {
   int64_t y = b.op(b.root(), "aten::add", "Tensor", {val::ref(x), val::ref(x)});
   b.fetch(b.root(), y);
   return b;
-}
-
-std::string tempDir(const std::string &name) {
-  fs::path p =
-      fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()) +
-                                   "-" + std::to_string(std::rand()));
-  fs::create_directories(p);
-  return p.string();
 }
 
 TEST(Plan, RoundTripsAndValidates) {
@@ -185,7 +176,8 @@ TEST(Plan, MapRefsRenamesEveryRef) {
 }
 
 TEST(FileStore, SetGetAndTimeout) {
-  FileStore store(tempDir("store"));
+  TempDir dir("store");
+  FileStore store(dir.path());
   ASSERT_TRUE(store.set("a/b:c", {'x', 'y'}).isOk());
   auto v = store.get("a/b:c", std::chrono::milliseconds(100));
   ASSERT_TRUE(v.ok());
@@ -199,7 +191,8 @@ TEST(FileStore, SetGetAndTimeout) {
 /// Runs `fn(rank, communicator)` on `n` threads, each with its own backend
 /// (as separate processes would), all rendezvousing in one directory.
 template <typename Fn> void onRanks(int n, Fn fn) {
-  std::string dir = tempDir("gloo");
+  TempDir tmp("gloo");
+  std::string dir = tmp.path();
   std::vector<std::future<void>> done;
   for (int r = 0; r < n; ++r)
     done.push_back(std::async(std::launch::async, [=] {
@@ -272,7 +265,8 @@ TEST(Nccl, SkipsWithoutAGpu) {
   if (!ncclAvailable())
     GTEST_SKIP() << "no CUDA device (or built without NCCL): the NCCL backend "
                     "runs on the GPU machine only";
-  EXPECT_NE(makeNcclBackend(std::make_shared<FileStore>(tempDir("nccl")),
+  TempDir dir("nccl");
+  EXPECT_NE(makeNcclBackend(std::make_shared<FileStore>(dir.path()),
                             std::chrono::seconds(10)),
             nullptr);
 }

@@ -1,0 +1,39 @@
+//===- TempDir.cpp - A private temporary directory ------------------------===//
+
+#include "monarch/tensor/TempDir.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ftw.h>
+#include <unistd.h>
+#include <vector>
+
+namespace monarch::tensor {
+
+TempDir::TempDir(const std::string &prefix) {
+  const char *base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base && *base ? base : "/tmp") +
+                        "/monarch-" + prefix + "-XXXXXX";
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  if (!::mkdtemp(buffer.data())) {
+    std::fprintf(stderr, "monarch: cannot create a directory like %s: %s\n",
+                 pattern.c_str(), std::strerror(errno));
+    std::abort();
+  }
+  dir = buffer.data();
+}
+
+TempDir::~TempDir() { removeTree(dir); }
+
+bool removeTree(const std::string &path) {
+  auto removeOne = [](const char *entry, const struct stat *, int,
+                      struct FTW *) { return ::remove(entry); };
+  int rc = ::nftw(path.c_str(), removeOne, /*nopenfd=*/16,
+                  FTW_DEPTH | FTW_PHYS);
+  return rc == 0 || errno == ENOENT;
+}
+
+} // namespace monarch::tensor
