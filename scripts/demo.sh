@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, and runs the project's most complete
 # end-to-end example. Until the pipeline-parallel job exists that is:
-#  1. the compiler on a two-stage pipeline program (examples/): mesh layouts,
-#     views resolved to slices of the root, and a static WRONG_MESH error;
+#  1. the compiler on the programs in examples/: a two-stage pipeline (mesh
+#     layouts, views resolved to slices of the root, the lowered plan), a naive
+#     DDP step turned into the overlapped schedule (with simulated step times),
+#     and a static WRONG_MESH error;
 #  2. the actor runtime: the C++ example of docs/runtime.md, which spawns a
 #     mesh of worker processes and casts to actors on it.
 set -euo pipefail
@@ -24,6 +26,18 @@ if [ -x "$opt" ]; then
 
   section "after --monarch-resolve-mesh-views --canonicalize"
   "$opt" examples/pipeline_forward.mlir --monarch-resolve-mesh-views --canonicalize
+
+  section "examples/pipeline_forward.mlir lowered to the executable plan (text form)"
+  "$opt" examples/pipeline_forward.mlir --monarch-emit-plan="format=text" -o /dev/null
+
+  section "examples/ddp_step.mlir: naive DDP, simulated (profile: an all-reduce costs about a matmul)"
+  "$opt" examples/ddp_step.mlir --monarch-simulate=profile=examples/ddp-profile.json \
+    --mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | grep remark
+  section "the same after --monarch-default-pipeline (async collectives, overlap, comm stream + borrows)"
+  "$opt" examples/ddp_step.mlir --monarch-default-pipeline \
+    --monarch-simulate=profile=examples/ddp-profile.json \
+    --mlir-print-op-on-diagnostic=false -o /dev/null 2>&1 | grep remark
+  "$opt" examples/ddp_step.mlir --monarch-default-pipeline
 
   section "examples/wrong_mesh.mlir: rejected before anything runs"
   if "$opt" examples/wrong_mesh.mlir --mlir-print-op-on-diagnostic=false -o /dev/null; then
