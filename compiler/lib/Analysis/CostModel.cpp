@@ -152,6 +152,16 @@ llvm::Expected<CostModel> CostModel::load(StringRef device, StringRef path) {
   return fromFile(path);
 }
 
+FailureOr<CostModel> CostModel::loadOrEmit(Operation *anchor, StringRef device,
+                                           StringRef path) {
+  llvm::Expected<CostModel> model = load(device, path);
+  if (!model) {
+    anchor->emitError(llvm::toString(model.takeError()));
+    return failure();
+  }
+  return std::move(*model);
+}
+
 double CostModel::computeSeconds(double flops, double bytes) const {
   return launchSeconds +
          std::max(flops / flopsPerSecond, bytes / bytesPerSecond);

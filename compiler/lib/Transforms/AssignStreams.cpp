@@ -23,17 +23,6 @@ using namespace monarch;
 
 namespace {
 
-/// True when `op` or an op nested in it uses the storage `root`.
-bool usesStorage(Operation *op, Value root) {
-  WalkResult r = op->walk([&](Operation *nested) {
-    for (Value v : nested->getOperands())
-      if (isa<DTensorType>(v.getType()) && storageRoot(v) == root)
-        return WalkResult::interrupt();
-    return WalkResult::advance();
-  });
-  return r.wasInterrupted();
-}
-
 struct AssignStreamsPass : monarch::impl::AssignStreamsBase<AssignStreamsPass> {
   using Base::Base;
 

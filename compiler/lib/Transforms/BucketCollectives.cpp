@@ -30,16 +30,6 @@ struct Member {
   int64_t bytes;
 };
 
-bool usesStorage(Operation *op, Value root) {
-  WalkResult r = op->walk([&](Operation *nested) {
-    for (Value v : nested->getOperands())
-      if (isa<DTensorType>(v.getType()) && storageRoot(v) == root)
-        return WalkResult::interrupt();
-    return WalkResult::advance();
-  });
-  return r.wasInterrupted();
-}
-
 /// The mesh value the tensor's producer names, if any.
 Value meshOf(Value v) {
   Operation *def = v.getDefiningOp();

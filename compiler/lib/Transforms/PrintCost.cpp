@@ -19,11 +19,10 @@ struct PrintCostPass : monarch::impl::PrintCostBase<PrintCostPass> {
   using Base::Base;
 
   void runOnOperation() override {
-    llvm::Expected<CostModel> model = CostModel::load(device, profile);
-    if (!model) {
-      getOperation()->emitError(llvm::toString(model.takeError()));
+    FailureOr<CostModel> model =
+        CostModel::loadOrEmit(getOperation(), device, profile);
+    if (failed(model))
       return signalPassFailure();
-    }
     getOperation()->walk([&](Operation *op) {
       OpCost c = model->estimate(op);
       double us = c.seconds * 1e6;

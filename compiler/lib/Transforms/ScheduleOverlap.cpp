@@ -257,11 +257,10 @@ struct ScheduleOverlapPass
   using Base::Base;
 
   void runOnOperation() override {
-    llvm::Expected<CostModel> model = CostModel::load(device, profile);
-    if (!model) {
-      getOperation()->emitError(llvm::toString(model.takeError()));
+    FailureOr<CostModel> model =
+        CostModel::loadOrEmit(getOperation(), device, profile);
+    if (failed(model))
       return signalPassFailure();
-    }
     SmallVector<Block *> blocks;
     getOperation()->walk([&](Operation *op) {
       Block *b = op->getBlock();

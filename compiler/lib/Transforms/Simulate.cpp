@@ -178,11 +178,10 @@ struct SimulatePass : monarch::impl::SimulateBase<SimulatePass> {
   using Base::Base;
 
   void runOnOperation() override {
-    llvm::Expected<CostModel> model = CostModel::load(device, profile);
-    if (!model) {
-      getOperation()->emitError(llvm::toString(model.takeError()));
+    FailureOr<CostModel> model =
+        CostModel::loadOrEmit(getOperation(), device, profile);
+    if (failed(model))
       return signalPassFailure();
-    }
     std::string trace;
     llvm::raw_string_ostream os(trace);
     llvm::json::OStream json(os);

@@ -61,6 +61,10 @@ public:
   /// Defaults of `device`, overridden by the profile at `path` if non-empty.
   static llvm::Expected<CostModel> load(llvm::StringRef device,
                                         llvm::StringRef path);
+  /// load(), reporting a failure as an error on `anchor` (for passes).
+  static mlir::FailureOr<CostModel> loadOrEmit(mlir::Operation *anchor,
+                                               llvm::StringRef device,
+                                               llvm::StringRef path);
 
   /// The cost of one op (Kind::None for ops that do no device work).
   OpCost estimate(mlir::Operation *op) const;

@@ -57,6 +57,18 @@ inline mlir::Value storageRoot(mlir::Value v) {
   return v;
 }
 
+/// True when `op` or an op nested in it has an operand whose storage is
+/// `root` (see storageRoot).
+inline bool usesStorage(mlir::Operation *op, mlir::Value root) {
+  mlir::WalkResult r = op->walk([&](mlir::Operation *nested) {
+    for (mlir::Value v : nested->getOperands())
+      if (llvm::isa<DTensorType>(v.getType()) && storageRoot(v) == root)
+        return mlir::WalkResult::interrupt();
+    return mlir::WalkResult::advance();
+  });
+  return r.wasInterrupted();
+}
+
 } // namespace monarch
 
 #endif // MONARCH_COMPILER_ANALYSIS_TENSOREFFECTS_H
