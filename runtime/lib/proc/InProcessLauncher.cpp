@@ -82,13 +82,7 @@ InProcessLauncher::launch(const ProcLaunchSpec &spec) {
   auto parent = rt->link(boot.parent_addr());
   if (!parent.ok())
     return parent.status();
-  transport::Message ready;
-  ready.envelope.set_dest_port(boot.ready_port());
-  ready.envelope.set_sender(rt->senderId());
-  ready.envelope.mutable_ready()->set_rank(boot.rank());
-  ready.envelope.mutable_ready()->set_addr(rt->addr());
-  ready.envelope.mutable_ready()->set_pid(static_cast<int>(::getpid()));
-  (*parent)->send(std::move(ready));
+  (*parent)->send(procReadyMessage(boot, *rt));
   return std::unique_ptr<LaunchedProc>(
       std::make_unique<InProcessProc>(std::move(rt), std::move(server)));
 }

@@ -59,6 +59,11 @@ void ProcMeshState::raise(const SupervisionEvent &event) {
 
 Status ProcMeshState::checkProcs(const std::vector<uint32_t> &procRanks) {
   std::lock_guard<std::mutex> guard(mu);
+  return checkProcsLocked(procRanks);
+}
+
+Status
+ProcMeshState::checkProcsLocked(const std::vector<uint32_t> &procRanks) const {
   if (stopping)
     return Status(ErrorCode::Closed, "proc mesh '" + name + "' is stopped");
   for (uint32_t r : procRanks)
@@ -72,13 +77,8 @@ Status ProcMeshState::checkProcs(const std::vector<uint32_t> &procRanks) {
 Status ProcMeshState::track(const std::shared_ptr<PendingCall> &call,
                             const std::vector<uint32_t> &procRanks) {
   std::lock_guard<std::mutex> guard(mu);
-  if (stopping)
-    return Status(ErrorCode::Closed, "proc mesh '" + name + "' is stopped");
-  for (uint32_t r : procRanks)
-    if (r >= slots.size() || !slots[r].alive)
-      return Status(ErrorCode::Supervision,
-                    failureMessage(r, r < slots.size() ? slots[r].failure
-                                                       : "no such rank"));
+  if (Status status = checkProcsLocked(procRanks); !status)
+    return status;
   if (pending.size() >= pruneAt) {
     pending.erase(std::remove_if(pending.begin(), pending.end(),
                                  [](const auto &w) { return w.expired(); }),

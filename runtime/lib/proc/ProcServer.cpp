@@ -5,7 +5,19 @@
 #include "monarch/runtime/proc/Runtime.h"
 #include "monarch/runtime/util/Log.h"
 
+#include <unistd.h>
+
 namespace monarch {
+
+transport::Message procReadyMessage(const proto::Bootstrap &boot, Runtime &rt) {
+  transport::Message ready;
+  ready.envelope.set_dest_port(boot.ready_port());
+  ready.envelope.set_sender(rt.senderId());
+  ready.envelope.mutable_ready()->set_rank(boot.rank());
+  ready.envelope.mutable_ready()->set_addr(rt.addr());
+  ready.envelope.mutable_ready()->set_pid(static_cast<int>(::getpid()));
+  return ready;
+}
 
 ProcServer::ProcServer(Runtime &rt, std::string procId, uint32_t procRank)
     : rt(rt), procId(std::move(procId)), procRank(procRank) {}

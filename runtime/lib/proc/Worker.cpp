@@ -81,13 +81,7 @@ int runWorker() {
     orphaned = true;
     server.requestStop();
   });
-  transport::Message ready;
-  ready.envelope.set_dest_port(boot.ready_port());
-  ready.envelope.set_sender(rt->senderId());
-  ready.envelope.mutable_ready()->set_rank(boot.rank());
-  ready.envelope.mutable_ready()->set_addr(rt->addr());
-  ready.envelope.mutable_ready()->set_pid(static_cast<int>(::getpid()));
-  (*parent)->send(std::move(ready));
+  (*parent)->send(procReadyMessage(boot, *rt));
 
   while (!server.waitForStop(std::chrono::seconds(1))) {
   }

@@ -63,6 +63,8 @@ public:
 
 private:
   std::string failureMessage(uint32_t rank, const std::string &reason) const;
+  /// checkProcs with `mu` held.
+  Status checkProcsLocked(const std::vector<uint32_t> &procRanks) const;
 
   bool stopping = false;
   bool stopped = false;

@@ -23,6 +23,10 @@ namespace monarch {
 
 class Runtime;
 
+/// The ProcReady message a started proc sends to the parent named in its
+/// bootstrap, carrying its rank, address and pid.
+transport::Message procReadyMessage(const proto::Bootstrap &boot, Runtime &rt);
+
 class ProcServer {
 public:
   ProcServer(Runtime &rt, std::string procId, uint32_t procRank);
