@@ -1,5 +1,4 @@
-//===- RawSocket.h - Raw socket baselines for the runtime benchmarks -*- C++
-//-*-===//
+//===- RawSocket.h - Raw socket baselines ----------------------*- C++ -*-===//
 //
 // The same bytes the runtime puts on the wire, exchanged over a plain socket
 // with a forked child: the floor that the runtime's figures are divided by.

@@ -47,7 +47,8 @@ int runRank(int rank, int ranks, int iters, const std::string &store,
   std::iota(members.begin(), members.end(), 0);
   auto comm = backend->connect("bench", members, rank);
   if (!comm.ok()) {
-    std::fprintf(stderr, "rank %d: %s\n", rank, comm.status().message().c_str());
+    std::fprintf(stderr, "rank %d: %s\n", rank,
+                 comm.status().message().c_str());
     return 1;
   }
   Communicator &c = *comm.value();

@@ -296,10 +296,9 @@ Result<MeshView> MeshView::split(const SplitSpec &spec) const {
         known *= *size;
         usedSizes.insert(names[k]);
       } else if (unknown) {
-        return valueError("cannot infer the sizes of both '" +
-                          names[*unknown] + "' and '" + names[k] +
-                          "' when splitting '" + old.name +
-                          "': give all but one");
+        return valueError("cannot infer the sizes of both '" + names[*unknown] +
+                          "' and '" + names[k] + "' when splitting '" +
+                          old.name + "': give all but one");
       } else {
         unknown = k;
       }
@@ -477,8 +476,8 @@ std::string MeshView::toTable() const {
     std::string title;
     for (size_t i = 0; i < nOuter; ++i) {
       base += outer[i] * dimList[i].stride;
-      title += (i ? ", " : "") + dimList[i].name + "=" +
-               std::to_string(outer[i]);
+      title +=
+          (i ? ", " : "") + dimList[i].name + "=" + std::to_string(outer[i]);
     }
     if (!title.empty())
       out += (out.empty() ? "" : "\n") + title + ":\n";

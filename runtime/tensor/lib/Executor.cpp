@@ -323,8 +323,8 @@ struct Executor::Impl {
       dims.push_back({d.name(), d.size(), d.stride()});
     auto view = mesh::MeshView::create(m.offset(), dims);
     if (!view.ok())
-      return Status(ErrorCode::Invalid, "mesh " + std::to_string(m.id()) + ": " +
-                           view.error().message);
+      return Status(ErrorCode::Invalid, "mesh " + std::to_string(m.id()) +
+                                            ": " + view.error().message);
     meshes.erase(m.id());
     meshes.emplace(m.id(), view.value());
     return Status();
@@ -332,8 +332,8 @@ struct Executor::Impl {
 
   Status addStream(const plan::Stream &s) {
     if (streams.count(s.id()))
-      return Status(ErrorCode::Invalid, "stream " + std::to_string(s.id()) +
-                           " already exists");
+      return Status(ErrorCode::Invalid,
+                    "stream " + std::to_string(s.id()) + " already exists");
     streams.emplace(
         s.id(),
         std::make_unique<SerialQueue>(
@@ -1072,9 +1072,10 @@ struct Executor::Impl {
     } else {
       auto view = mesh::MeshView::root(shape);
       if (!view.ok() || !(view.value() == *meshOf(0)))
-        return Status(ErrorCode::Invalid, "plan root mesh does not match this worker's "
-                             "root " +
-                             meshOf(0)->shapeString());
+        return Status(ErrorCode::Invalid,
+                      "plan root mesh does not match this worker's "
+                      "root " +
+                          meshOf(0)->shapeString());
     }
     for (const auto &m : program.meshes())
       if (Status s = addMesh(m); !s.isOk())

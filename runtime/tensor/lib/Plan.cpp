@@ -73,7 +73,8 @@ public:
       shape.emplace_back(d.name(), d.size());
     auto root = mesh::MeshView::root(shape);
     if (!root.ok())
-      return Status(ErrorCode::Invalid, "invalid root mesh: " + root.error().message);
+      return Status(ErrorCode::Invalid,
+                    "invalid root mesh: " + root.error().message);
     rootSize = root->size();
     meshes.emplace(0, root.value());
     streams.insert(0);
@@ -100,18 +101,19 @@ private:
   Status addMesh(const plan::Mesh &m) {
     if (m.id() <= 0 || meshes.count(m.id()))
       return Status(ErrorCode::Invalid, "mesh id " + std::to_string(m.id()) +
-                           " is reserved or declared twice");
+                                            " is reserved or declared twice");
     std::vector<mesh::Dim> dims;
     for (const auto &d : m.dims())
       dims.push_back({d.name(), d.size(), d.stride()});
     auto view = mesh::MeshView::create(m.offset(), dims);
     if (!view.ok())
-      return Status(ErrorCode::Invalid, "mesh " + std::to_string(m.id()) + ": " +
-                           view.error().message);
+      return Status(ErrorCode::Invalid, "mesh " + std::to_string(m.id()) +
+                                            ": " + view.error().message);
     for (int64_t r : view->ranks())
       if (r >= rootSize)
-        return Status(ErrorCode::Invalid, "mesh " + std::to_string(m.id()) + " holds rank " +
-                             std::to_string(r) + " outside the root mesh");
+        return Status(ErrorCode::Invalid,
+                      "mesh " + std::to_string(m.id()) + " holds rank " +
+                          std::to_string(r) + " outside the root mesh");
     meshes.emplace(m.id(), view.value());
     return Status();
   }
@@ -119,7 +121,7 @@ private:
   Status addStream(const plan::Stream &s) {
     if (s.id() <= 0 || !streams.insert(s.id()).second)
       return Status(ErrorCode::Invalid, "stream id " + std::to_string(s.id()) +
-                           " is reserved or declared twice");
+                                            " is reserved or declared twice");
     return Status();
   }
 
@@ -149,8 +151,9 @@ private:
                                         rec.formals().end());
       for (const auto &b : rec.body())
         if (Status s = check(b, local, /*inRecording=*/true); !s.isOk())
-          return Status(ErrorCode::Invalid, "in recording " + std::to_string(rec.id()) +
-                               ": " + s.message());
+          return Status(ErrorCode::Invalid, "in recording " +
+                                                std::to_string(rec.id()) +
+                                                ": " + s.message());
       for (int64_t r : rec.results())
         if (!local.count(r))
           return fail(inst, "recording result ref " + std::to_string(r) +
@@ -422,11 +425,12 @@ Status validatePlan(const plan::Program &program) {
   if (program.magic() != kPlanMagic)
     return Status(ErrorCode::Invalid, "not a monarch plan: bad magic number");
   if (program.version() > kPlanVersion)
-    return Status(ErrorCode::Invalid, 
+    return Status(
+        ErrorCode::Invalid,
         "plan schema version " + std::to_string(program.version()) +
-        " is newer than this runtime supports (version " +
-        std::to_string(kPlanVersion) +
-        "); rebuild monarch with the compiler that produced the plan");
+            " is newer than this runtime supports (version " +
+            std::to_string(kPlanVersion) +
+            "); rebuild monarch with the compiler that produced the plan");
   if (program.version() == 0)
     return Status(ErrorCode::Invalid, "plan has no schema version");
   return Validator(program).run();
@@ -435,8 +439,9 @@ Status validatePlan(const plan::Program &program) {
 Expected<plan::Program> loadPlan(std::string_view bytes) {
   plan::Program program;
   if (!program.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
-    return Status(ErrorCode::Invalid, "corrupted plan: the bytes are not a valid monarch "
-                         "plan (protobuf parse failed)");
+    return Status(ErrorCode::Invalid,
+                  "corrupted plan: the bytes are not a valid monarch "
+                  "plan (protobuf parse failed)");
   if (Status s = validatePlan(program); !s.isOk())
     return s;
   return program;

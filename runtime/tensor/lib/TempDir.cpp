@@ -31,8 +31,8 @@ TempDir::~TempDir() { removeTree(dir); }
 bool removeTree(const std::string &path) {
   auto removeOne = [](const char *entry, const struct stat *, int,
                       struct FTW *) { return ::remove(entry); };
-  int rc = ::nftw(path.c_str(), removeOne, /*nopenfd=*/16,
-                  FTW_DEPTH | FTW_PHYS);
+  int rc =
+      ::nftw(path.c_str(), removeOne, /*nopenfd=*/16, FTW_DEPTH | FTW_PHYS);
   return rc == 0 || errno == ENOENT;
 }
 

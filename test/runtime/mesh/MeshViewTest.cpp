@@ -156,8 +156,8 @@ TEST(MeshView, FlattenDenseAndSparse) {
   // A column of the grid is not.
   expectError(mesh.slice("gpu", 1)->flatten("h"), ErrorKind::Value,
               "not contiguous");
-  expectError(mesh.slice("gpu", Range{0, 2, 1})->flatten("x"),
-              ErrorKind::Value, "dense");
+  expectError(mesh.slice("gpu", Range{0, 2, 1})->flatten("x"), ErrorKind::Value,
+              "dense");
 }
 
 TEST(MeshView, CommunicatorGroups) {
@@ -167,8 +167,7 @@ TEST(MeshView, CommunicatorGroups) {
   EXPECT_EQ(*mesh.groupOf(3, {}), (std::vector<int64_t>{0, 1, 2, 3}));
   auto groups = mesh.groups({"host"});
   ASSERT_TRUE(groups.ok());
-  EXPECT_EQ(*groups,
-            (std::vector<std::vector<int64_t>>{{0, 2}, {1, 3}}));
+  EXPECT_EQ(*groups, (std::vector<std::vector<int64_t>>{{0, 2}, {1, 3}}));
   expectError(mesh.groupOf(0, {"gpu", "gpu"}), ErrorKind::Value, "twice");
   expectError(mesh.groupOf(0, {"rack"}), ErrorKind::Key, "'rack'");
   expectError(mesh.slice("host", 0)->groupOf(3, {"gpu"}), ErrorKind::Index,
@@ -181,7 +180,7 @@ TEST(MeshView, ToTableGrids) {
                             "       0  0  1  2\n"
                             "       1  3  4  5\n");
   EXPECT_EQ(mesh.slice("host", 1)->toTable(), " gpu  0  1  2\n"
-                                               "rank  3  4  5\n");
+                                              "rank  3  4  5\n");
   SplitSpec spec;
   spec.dims = {{"host", {"dp", "pp"}}};
   spec.sizes = {{"pp", 2}};

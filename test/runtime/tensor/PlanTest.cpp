@@ -39,7 +39,8 @@ TEST(Plan, CorruptedBytesAreRefused) {
   // Truncation in the middle of a length-delimited field.
   auto truncated = loadPlan(bytes.substr(0, bytes.size() / 2));
   ASSERT_FALSE(truncated.ok());
-  EXPECT_NE(truncated.status().message().find("corrupted plan"), std::string::npos)
+  EXPECT_NE(truncated.status().message().find("corrupted plan"),
+            std::string::npos)
       << truncated.status().message();
   auto garbage = loadPlan(std::string("\xff\xff\xff\xff garbage", 12));
   ASSERT_FALSE(garbage.ok());
@@ -50,7 +51,8 @@ TEST(Plan, BadMagicIsRefused) {
   b.program().set_magic(0x1234);
   auto loaded = loadPlan(b.serialize());
   ASSERT_FALSE(loaded.ok());
-  EXPECT_NE(loaded.status().message().find("not a monarch plan"), std::string::npos);
+  EXPECT_NE(loaded.status().message().find("not a monarch plan"),
+            std::string::npos);
 }
 
 TEST(Plan, FutureVersionIsRefusedWithAClearMessage) {
@@ -58,9 +60,9 @@ TEST(Plan, FutureVersionIsRefusedWithAClearMessage) {
   b.program().set_version(kPlanVersion + 1);
   auto loaded = loadPlan(b.serialize());
   ASSERT_FALSE(loaded.ok());
-  EXPECT_NE(loaded.status().message().find("version " +
-                                  std::to_string(kPlanVersion + 1) +
-                                  " is newer than this runtime supports"),
+  EXPECT_NE(loaded.status().message().find(
+                "version " + std::to_string(kPlanVersion + 1) +
+                " is newer than this runtime supports"),
             std::string::npos)
       << loaded.status().message();
 }
@@ -224,7 +226,8 @@ TEST(Gloo, AllreduceKindsAndDtypes) {
         c.allreduce({m.data(), 1, plan::FLOAT64}, ReduceKind::Max).isOk());
     EXPECT_EQ(m[0], 2.0);
     std::vector<int32_t> mn{10 - r};
-    ASSERT_TRUE(c.allreduce({mn.data(), 1, plan::INT32}, ReduceKind::Min).isOk());
+    ASSERT_TRUE(
+        c.allreduce({mn.data(), 1, plan::INT32}, ReduceKind::Min).isOk());
     EXPECT_EQ(mn[0], 8);
     std::vector<uint8_t> b{1};
     auto bad = c.allreduce({b.data(), 1, plan::BOOL}, ReduceKind::Sum);

@@ -36,15 +36,15 @@ Status FileStore::set(const std::string &key, const std::vector<char> &value) {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out)
-      return Status(ErrorCode::Internal, "FileStore: cannot write " + tmp + ": " +
-                           std::strerror(errno));
+      return Status(ErrorCode::Internal, "FileStore: cannot write " + tmp +
+                                             ": " + std::strerror(errno));
     out.write(value.data(), static_cast<std::streamsize>(value.size()));
     if (!out)
       return Status(ErrorCode::Internal, "FileStore: short write to " + tmp);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return Status(ErrorCode::Internal, "FileStore: cannot rename " + tmp + ": " +
-                         std::strerror(errno));
+    return Status(ErrorCode::Internal, "FileStore: cannot rename " + tmp +
+                                           ": " + std::strerror(errno));
   return Status();
 }
 
@@ -60,8 +60,9 @@ Expected<std::vector<char>> FileStore::get(const std::string &key,
                                std::istreambuf_iterator<char>());
     if (std::chrono::steady_clock::now() >= deadline)
       return Status(ErrorCode::Timeout, "FileStore: timed out after " +
-                           std::to_string(timeout.count()) +
-                           " ms waiting for key '" + key + "' in " + dir);
+                                            std::to_string(timeout.count()) +
+                                            " ms waiting for key '" + key +
+                                            "' in " + dir);
     // Polling a file: back off up to 5 ms.
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(5000));

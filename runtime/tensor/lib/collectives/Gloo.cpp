@@ -79,7 +79,8 @@ template <typename Fn> Status guarded(const char *what, Fn &&fn) {
     fn();
     return Status();
   } catch (const std::exception &e) {
-    return Status(ErrorCode::Internal, std::string("gloo ") + what + ": " + e.what());
+    return Status(ErrorCode::Internal,
+                  std::string("gloo ") + what + ": " + e.what());
   }
 }
 
@@ -112,7 +113,7 @@ public:
       return allreduceAs<gloo::float16>(b, kind);
     default:
       return Status(ErrorCode::Invalid, "gloo allreduce: unsupported dtype " +
-                           plan::DType_Name(b.dtype));
+                                            plan::DType_Name(b.dtype));
     }
   }
 
@@ -237,8 +238,9 @@ public:
       if (ranks[i] == self)
         index = static_cast<int>(i);
     if (index < 0)
-      return Status(ErrorCode::Internal, "gloo: rank " + std::to_string(self) +
-                           " is not a member of communicator " + key);
+      return Status(ErrorCode::Internal,
+                    "gloo: rank " + std::to_string(self) +
+                        " is not a member of communicator " + key);
     try {
       auto context = std::make_shared<gloo::rendezvous::Context>(
           index, static_cast<int>(ranks.size()));
@@ -251,8 +253,8 @@ public:
       return std::shared_ptr<Communicator>(
           std::make_shared<GlooCommunicator>(context, options.timeout));
     } catch (const std::exception &e) {
-      return Status(ErrorCode::Internal, "gloo: connecting communicator " + key + ": " +
-                           e.what());
+      return Status(ErrorCode::Internal,
+                    "gloo: connecting communicator " + key + ": " + e.what());
     }
   }
 

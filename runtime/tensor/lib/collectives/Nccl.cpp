@@ -47,7 +47,8 @@ Expected<ncclDataType_t> ncclType(plan::DType dtype) {
   case plan::UINT8:
     return ncclUint8;
   default:
-    return Status(ErrorCode::Invalid, "nccl: unsupported dtype " + plan::DType_Name(dtype));
+    return Status(ErrorCode::Invalid,
+                  "nccl: unsupported dtype " + plan::DType_Name(dtype));
   }
 }
 
@@ -128,19 +129,21 @@ private:
   /// Waits for the enqueued work, bounded by the timeout.
   Status finish(ncclResult_t launched) {
     if (launched != ncclSuccess)
-      return Status(ErrorCode::Internal, std::string("nccl: ") +
-                           ncclGetErrorString(launched));
+      return Status(ErrorCode::Internal,
+                    std::string("nccl: ") + ncclGetErrorString(launched));
     auto deadline = std::chrono::steady_clock::now() + timeout;
     while (true) {
       cudaError_t q = cudaStreamQuery(stream);
       if (q == cudaSuccess)
         return Status();
       if (q != cudaErrorNotReady)
-        return Status(ErrorCode::Internal, std::string("cuda: ") + cudaGetErrorString(q));
+        return Status(ErrorCode::Internal,
+                      std::string("cuda: ") + cudaGetErrorString(q));
       ncclResult_t async;
       ncclCommGetAsyncError(comm, &async);
       if (async != ncclSuccess)
-        return Status(ErrorCode::Internal, std::string("nccl: ") + ncclGetErrorString(async));
+        return Status(ErrorCode::Internal,
+                      std::string("nccl: ") + ncclGetErrorString(async));
       if (std::chrono::steady_clock::now() >= deadline) {
         ncclCommAbort(comm);
         return Status(ErrorCode::Internal, "nccl: collective timed out");
@@ -169,12 +172,14 @@ public:
       if (ranks[i] == self)
         index = static_cast<int>(i);
     if (index < 0)
-      return Status(ErrorCode::Internal, "nccl: rank not in communicator " + key);
+      return Status(ErrorCode::Internal,
+                    "nccl: rank not in communicator " + key);
     ncclUniqueId id;
     std::string idKey = "monarch/nccl/" + key;
     if (index == 0) {
       if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess)
-        return Status(ErrorCode::Internal, std::string("nccl: ") + ncclGetErrorString(r));
+        return Status(ErrorCode::Internal,
+                      std::string("nccl: ") + ncclGetErrorString(r));
       std::vector<char> bytes(reinterpret_cast<char *>(&id),
                               reinterpret_cast<char *>(&id) + sizeof(id));
       if (Status s = store->set(idKey, bytes); !s.isOk())
@@ -184,7 +189,8 @@ public:
       if (!bytes.ok())
         return bytes.status();
       if (bytes.value().size() != sizeof(id))
-        return Status(ErrorCode::Internal, "nccl: malformed unique id for " + key);
+        return Status(ErrorCode::Internal,
+                      "nccl: malformed unique id for " + key);
       std::memcpy(&id, bytes.value().data(), sizeof(id));
     }
     cudaStream_t stream;
@@ -196,7 +202,8 @@ public:
             ncclCommInitRank(&comm, static_cast<int>(ranks.size()), id, index);
         r != ncclSuccess) {
       cudaStreamDestroy(stream);
-      return Status(ErrorCode::Internal, std::string("nccl: ") + ncclGetErrorString(r));
+      return Status(ErrorCode::Internal,
+                    std::string("nccl: ") + ncclGetErrorString(r));
     }
     return std::shared_ptr<Communicator>(std::make_shared<NcclCommunicator>(
         comm, stream, index, static_cast<int>(ranks.size()), timeout));

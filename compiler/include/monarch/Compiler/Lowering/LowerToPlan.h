@@ -1,5 +1,4 @@
-//===- LowerToPlan.h - The monarch dialect to the executable plan -*- C++
-//-*-===//
+//===- LowerToPlan.h - The dialect to the plan -----------------*- C++ -*-===//
 //
 // Lowers a module of the monarch dialect (with func, scf and arith) to the
 // executable plan of docs/plan.md (`monarch.plan.Program`): every mesh value

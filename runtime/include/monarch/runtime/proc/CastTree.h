@@ -1,5 +1,4 @@
-//===- CastTree.h - Splitting a cast into a bounded fan-out tree -*- C++
-//-*-===//
+//===- CastTree.h - Bounded fan-out casting trees --------------*- C++ -*-===//
 //
 // A cast to procs t0..tn-1 is split into at most `fanout` contiguous groups;
 // the first proc of each group receives the message together with the rest of

@@ -1,5 +1,4 @@
-//===- InProcessLauncher.h - Procs that live inside this process -*- C++
-//-*-===//
+//===- InProcessLauncher.h - Procs inside this process ---------*- C++ -*-===//
 //
 // A ProcLauncher whose procs are a Runtime plus a ProcServer inside the
 // calling process, listening on inproc:// addresses: the full actor path

@@ -1,5 +1,4 @@
-//===- Collectives.h - Collective backends and rendezvous stores -*- C++
-//-*-===//
+//===- Collectives.h - Collective backends and stores ----------*- C++ -*-===//
 //
 // One interface for every collective the tensor engine issues (DESIGN.md §5):
 // Gloo implements it for CPU tensors, NCCL for CUDA tensors. The interface is

@@ -1,4 +1,4 @@
-//===- Status.h - The runtime's errors as values, in the tensor engine -*- C++ -*-===//
+//===- Status.h - The runtime's Status in the tensor engine -----*- C++ -*-===//
 //
 // Exceptions from torch, Gloo or protobuf are caught where they happen (an
 // instruction, a collective call, a plan load) and travel as the runtime's

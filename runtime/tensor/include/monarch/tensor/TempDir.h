@@ -1,4 +1,4 @@
-//===- TempDir.h - A private temporary directory, removed on scope exit -*- C++ -*-===//
+//===- TempDir.h - A temporary directory, removed on exit ------*- C++ -*-===//
 //
 // Used for FileStore rendezvous directories and plan files of multi-process
 // runs. Removal walks the tree with nftw rather than std::filesystem::
