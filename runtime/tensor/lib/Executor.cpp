@@ -318,13 +318,9 @@ struct Executor::Impl {
   }
 
   Status addMesh(const plan::Mesh &m) {
-    std::vector<mesh::Dim> dims;
-    for (const auto &d : m.dims())
-      dims.push_back({d.name(), d.size(), d.stride()});
-    auto view = mesh::MeshView::create(m.offset(), dims);
+    auto view = meshViewOf(m);
     if (!view.ok())
-      return Status(ErrorCode::Invalid, "mesh " + std::to_string(m.id()) +
-                                            ": " + view.error().message);
+      return view.status();
     meshes.erase(m.id());
     meshes.emplace(m.id(), view.value());
     return Status();

@@ -102,13 +102,9 @@ private:
     if (m.id() <= 0 || meshes.count(m.id()))
       return Status(ErrorCode::Invalid, "mesh id " + std::to_string(m.id()) +
                                             " is reserved or declared twice");
-    std::vector<mesh::Dim> dims;
-    for (const auto &d : m.dims())
-      dims.push_back({d.name(), d.size(), d.stride()});
-    auto view = mesh::MeshView::create(m.offset(), dims);
+    auto view = meshViewOf(m);
     if (!view.ok())
-      return Status(ErrorCode::Invalid, "mesh " + std::to_string(m.id()) +
-                                            ": " + view.error().message);
+      return view.status();
     for (int64_t r : view->ranks())
       if (r >= rootSize)
         return Status(ErrorCode::Invalid,
@@ -419,6 +415,17 @@ void mapRefs(plan::Instruction &inst,
   default:
     break;
   }
+}
+
+Expected<mesh::MeshView> meshViewOf(const plan::Mesh &m) {
+  std::vector<mesh::Dim> dims;
+  for (const auto &d : m.dims())
+    dims.push_back({d.name(), d.size(), d.stride()});
+  auto view = mesh::MeshView::create(m.offset(), dims);
+  if (!view.ok())
+    return Status(ErrorCode::Invalid, "mesh " + std::to_string(m.id()) + ": " +
+                                          view.error().message);
+  return std::move(view).value();
 }
 
 Status validatePlan(const plan::Program &program) {

@@ -233,14 +233,10 @@ public:
   Expected<std::shared_ptr<Communicator>>
   connect(const std::string &key, const std::vector<int64_t> &ranks,
           int64_t self) override {
-    int index = -1;
-    for (size_t i = 0; i < ranks.size(); ++i)
-      if (ranks[i] == self)
-        index = static_cast<int>(i);
-    if (index < 0)
-      return Status(ErrorCode::Internal,
-                    "gloo: rank " + std::to_string(self) +
-                        " is not a member of communicator " + key);
+    Expected<int> member = memberIndex(key, ranks, self);
+    if (!member.ok())
+      return member.status();
+    int index = *member;
     try {
       auto context = std::make_shared<gloo::rendezvous::Context>(
           index, static_cast<int>(ranks.size()));

@@ -104,6 +104,20 @@ public:
   virtual Expected<std::shared_ptr<Communicator>>
   connect(const std::string &key, const std::vector<int64_t> &ranks,
           int64_t self) = 0;
+
+protected:
+  /// The position of `self` in `ranks`, or an error naming this backend and
+  /// the communicator when `self` is not a member.
+  Expected<int> memberIndex(const std::string &key,
+                            const std::vector<int64_t> &ranks,
+                            int64_t self) const {
+    for (size_t i = 0; i < ranks.size(); ++i)
+      if (ranks[i] == self)
+        return static_cast<int>(i);
+    return Status(ErrorCode::Internal,
+                  std::string(name()) + ": rank " + std::to_string(self) +
+                      " is not a member of communicator " + key);
+  }
 };
 
 struct GlooOptions {

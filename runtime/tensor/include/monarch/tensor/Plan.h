@@ -9,6 +9,7 @@
 #ifndef MONARCH_TENSOR_PLAN_H
 #define MONARCH_TENSOR_PLAN_H
 
+#include "monarch/mesh/MeshView.h"
 #include "monarch/tensor/Status.h"
 #include "monarch/tensor/plan.pb.h"
 
@@ -30,6 +31,9 @@ Expected<plan::Program> loadPlan(std::string_view bytes);
 Expected<plan::Program> loadPlanFile(const std::string &path);
 /// Header (magic + version) and structural checks of a parsed plan.
 Status validatePlan(const plan::Program &program);
+
+/// The view a plan mesh declares; Invalid ("mesh N: ...") when it is not one.
+Expected<mesh::MeshView> meshViewOf(const plan::Mesh &m);
 
 /// How an instruction touches a ref.
 enum class RefRole {
