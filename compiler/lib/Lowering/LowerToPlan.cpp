@@ -127,8 +127,6 @@ private:
   DenseMap<Value, int64_t> valueMeshes;
   std::map<int64_t, RefInfo> refInfo;
   DenseMap<Value, BorrowInfo> borrows;
-  /// Whether the op being lowered goes into a recording's body.
-  bool inRecording = false;
   /// Refs that die after the op being lowered (see lowerBlock).
   llvm::SetVector<int64_t> *dyingHere = nullptr;
   /// Functions being lowered (recursion is refused) and those lowered.
@@ -801,10 +799,7 @@ PlanLowering::emitRecording(Operation *op, int64_t id, Block &body,
   }
   InstList *outer = out;
   out = rec->mutable_body();
-  bool outerInRecording = inRecording;
-  inRecording = true;
   LogicalResult result = lowerBlock(body);
-  inRecording = outerInRecording;
   if (succeeded(result)) {
     Operation *terminator = body.getTerminator();
     llvm::SmallDenseSet<int64_t> taken(formalRefs.begin(), formalRefs.end());
@@ -1126,13 +1121,6 @@ LogicalResult PlanLowering::lowerOp(Operation *op) {
         return success();
       })
       .Case<BorrowOp>([&](BorrowOp b) -> LogicalResult {
-        // The executor makes a recording's refs local to each call, but not
-        // its borrow ids: a second call would re-create the same borrow.
-        if (inRecording)
-          return unsupported(op, "borrows inside a loop body or a called "
-                                 "function are not supported yet (plan "
-                                 "borrow ids are not local to a recording "
-                                 "call)");
         FailureOr<int64_t> input = refOf(b.getInput(), op);
         FailureOr<int64_t> mesh = tensorMesh(b.getInput(), op);
         if (failed(input) || failed(mesh))

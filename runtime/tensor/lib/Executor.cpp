@@ -1034,6 +1034,15 @@ struct Executor::Impl {
       locals.push_back(local);
       return local;
     };
+    // Borrow ids, like refs, are local to each call: a loop body that
+    // borrows a gradient onto a comm stream borrows anew every iteration.
+    std::unordered_map<int64_t, int64_t> borrowRename;
+    auto mapBorrow = [&](int64_t id) {
+      auto [f, inserted] = borrowRename.emplace(id, 0);
+      if (inserted)
+        f->second = nextLocalBorrow++;
+      return f->second;
+    };
     std::string where =
         " (recording " + std::to_string(rec.id()) + ", called by instruction " +
         std::to_string(inst.id()) +
@@ -1041,8 +1050,29 @@ struct Executor::Impl {
     for (const auto &body : rec.body()) {
       plan::Instruction copy = body;
       mapRefs(copy, map);
+      if (copy.has_borrow_create())
+        copy.mutable_borrow_create()->set_borrow(
+            mapBorrow(copy.borrow_create().borrow()));
+      else if (copy.has_borrow_first_use())
+        copy.mutable_borrow_first_use()->set_borrow(
+            mapBorrow(copy.borrow_first_use().borrow()));
+      else if (copy.has_borrow_last_use())
+        copy.mutable_borrow_last_use()->set_borrow(
+            mapBorrow(copy.borrow_last_use().borrow()));
+      else if (copy.has_borrow_drop())
+        copy.mutable_borrow_drop()->set_borrow(
+            mapBorrow(copy.borrow_drop().borrow()));
       copy.set_location(copy.location() + where);
       submit(copy);
+    }
+    // Borrows the call dropped are over; their stream tasks hold the shared
+    // sync state they still need.
+    for (const auto &[formal, local] : borrowRename) {
+      auto b = borrows.find(local);
+      if (b != borrows.end() && b->second.phase == BorrowPhase::Dropped) {
+        dropped.erase(b->second.result);
+        borrows.erase(b);
+      }
     }
     // Refs local to the call are freed once it has run.
     for (int64_t local : locals) {
@@ -1099,6 +1129,9 @@ struct Executor::Impl {
   std::unordered_map<std::string, c10::OperatorHandle> ops;
   std::string opKey;
   int64_t nextLocalRef = -1;
+  /// Borrow ids given to each recording call's borrows: non-negative (-1
+  /// means "no borrow" in RefState) and far above any id a plan uses.
+  int64_t nextLocalBorrow = int64_t{1} << 62;
 
   // Last: stream threads are joined first on destruction.
   std::map<int64_t, std::unique_ptr<SerialQueue>> streams;

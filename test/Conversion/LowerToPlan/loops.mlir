@@ -114,3 +114,28 @@ func.func @main() {
   %f2 = monarch.inspect %y2 : !monarch.tensor<4xf32, <gpu = 4>> -> !monarch.host<tensor<4xf32>>
   return
 }
+
+// -----
+
+// A borrow inside a loop body lowers into the recording; the executor gives
+// its borrow id a fresh value on every call.
+// CHECK-LABEL: recording @1(%{{[0-9]+}}) -> () {
+// CHECK:   %[[Y:[0-9]+]] = borrow b[[B:[0-9]+]] %{{[0-9]+}}
+// CHECK:   aten "aten::mul_.Scalar"(%[[Y]], scalar(2)) on mesh#0 stream 1
+// CHECK:   borrow_drop b[[B]]
+// CHECK: }
+// CHECK-COUNT-2: call_recording @1(
+func.func @main() {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %m = monarch.spawn_procs : !monarch.mesh<gpu = 2>
+  %x = monarch.aten "aten::zeros"(array<i64: 2>, #monarch.dtype<float32>, #monarch.none, #monarch.none, #monarch.none) on %m : () -> !monarch.tensor<2xf32, <gpu = 2>>
+  %s = monarch.stream_create : !monarch.stream<"comm">
+  scf.for %i = %c0 to %c2 step %c1 {
+    %y, %b = monarch.borrow %x to %s mutable : !monarch.tensor<2xf32, <gpu = 2>> -> !monarch.tensor<2xf32, <gpu = 2>, stream = "comm">
+    %z = monarch.aten "aten::mul_.Scalar"(%y, #monarch.scalar<2.0 : f64>) on %m : (!monarch.tensor<2xf32, <gpu = 2>, stream = "comm">) -> !monarch.tensor<2xf32, <gpu = 2>, stream = "comm">
+    monarch.borrow_drop %b
+  }
+  return
+}

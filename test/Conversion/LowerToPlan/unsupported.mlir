@@ -133,19 +133,3 @@ func.func @main() {
   return
 }
 
-// -----
-
-func.func @main() {
-  %c0 = arith.constant 0 : index
-  %c1 = arith.constant 1 : index
-  %c2 = arith.constant 2 : index
-  %m = monarch.spawn_procs : !monarch.mesh<gpu = 2>
-  %x = monarch.aten "aten::zeros"(array<i64: 2>, #monarch.dtype<float32>, #monarch.none, #monarch.none, #monarch.none) on %m : () -> !monarch.tensor<2xf32, <gpu = 2>>
-  %s = monarch.stream_create : !monarch.stream<"comm">
-  scf.for %i = %c0 to %c2 step %c1 {
-    // expected-error@+1 {{cannot lower 'monarch.borrow' to the plan: borrows inside a loop body or a called function are not supported yet (plan borrow ids are not local to a recording call)}}
-    %y, %b = monarch.borrow %x to %s : !monarch.tensor<2xf32, <gpu = 2>> -> !monarch.tensor<2xf32, <gpu = 2>, stream = "comm">
-    monarch.borrow_drop %b
-  }
-  return
-}

@@ -566,6 +566,61 @@ TEST(Borrows, StepsOnUnknownOrDroppedBorrowsFail) {
 
 // --- recordings, fetch/status, delete, functions, actors --------------------
 
+TEST(Recordings, BorrowIdsAreLocalToEachCall) {
+  // rec(t): borrow t mutably onto "comm", double it there, drop, then clone
+  // it on the default stream -- a DDP loop body's shape. Called twice with
+  // the same borrow id in its body.
+  PlanBuilder b({{"x", 1}});
+  int64_t comm = b.stream("comm");
+  {
+    auto *rec = b.add(0).mutable_define_recording()->mutable_recording();
+    rec->set_id(1);
+    rec->add_formals(1000);
+    rec->add_results(1002);
+    auto *create = rec->add_body();
+    create->set_id(600);
+    create->set_stream(comm);
+    auto *bc = create->mutable_borrow_create();
+    bc->set_borrow(1);
+    bc->set_input(1000);
+    bc->set_from_stream(0);
+    bc->set_mutable_(true);
+    bc->set_result(1001);
+    auto *mul = rec->add_body();
+    mul->set_id(601);
+    mul->set_stream(comm);
+    auto *m = mul->mutable_call_op();
+    m->set_name("aten::mul_");
+    m->set_overload("Scalar");
+    *m->add_args() = val::ref(1001);
+    *m->add_args() = val::scalar(2);
+    auto *dropInst = rec->add_body();
+    dropInst->set_id(602);
+    dropInst->mutable_borrow_drop()->set_borrow(1);
+    auto *clone = rec->add_body();
+    clone->set_id(603);
+    auto *c = clone->mutable_call_op();
+    c->set_name("aten::clone");
+    *c->add_args() = val::ref(1000);
+    c->add_results(1002);
+  }
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({2})});
+  std::vector<int64_t> results;
+  for (int k = 0; k < 2; ++k) {
+    auto *call = b.add(0).mutable_call_recording();
+    call->set_recording(1);
+    call->add_actuals(x);
+    results.push_back(b.ref());
+    call->add_results(results.back());
+  }
+  int64_t f1 = b.fetch(0, results[0]), f2 = b.fetch(0, results[1]);
+  Harness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.failures.front().message();
+  EXPECT_TRUE(at::equal(h.value(f1), at::full({2}, 2.f)));
+  EXPECT_TRUE(at::equal(h.value(f2), at::full({2}, 4.f)));
+}
+
 TEST(Recordings, DefinedOnceCalledWithDifferentActuals) {
   PlanBuilder b({{"x", 1}});
   // rec(a, b) = a * b + a
