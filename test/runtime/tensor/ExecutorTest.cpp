@@ -566,6 +566,35 @@ TEST(Borrows, StepsOnUnknownOrDroppedBorrowsFail) {
 
 // --- recordings, fetch/status, delete, functions, actors --------------------
 
+/// Appends an ATen call to a recording's body.
+void addBodyOp(plan::Recording &rec, int64_t id, int64_t stream,
+               const std::string &name, const std::string &overload,
+               const std::vector<plan::Value> &args,
+               const std::vector<int64_t> &results) {
+  auto *inst = rec.add_body();
+  inst->set_id(id);
+  inst->set_stream(stream);
+  auto *op = inst->mutable_call_op();
+  op->set_name(name);
+  op->set_overload(overload);
+  for (const plan::Value &arg : args)
+    *op->add_args() = arg;
+  for (int64_t r : results)
+    op->add_results(r);
+}
+
+/// Appends a call of recording `id` on `actuals`; returns its one result.
+int64_t callRecording(PlanBuilder &b, int64_t id,
+                      const std::vector<int64_t> &actuals) {
+  auto *call = b.add(0).mutable_call_recording();
+  call->set_recording(id);
+  for (int64_t a : actuals)
+    call->add_actuals(a);
+  int64_t result = b.ref();
+  call->add_results(result);
+  return result;
+}
+
 TEST(Recordings, BorrowIdsAreLocalToEachCall) {
   // rec(t): borrow t mutably onto "comm", double it there, drop, then clone
   // it on the default stream -- a DDP loop body's shape. Called twice with
@@ -586,34 +615,16 @@ TEST(Recordings, BorrowIdsAreLocalToEachCall) {
     bc->set_from_stream(0);
     bc->set_mutable_(true);
     bc->set_result(1001);
-    auto *mul = rec->add_body();
-    mul->set_id(601);
-    mul->set_stream(comm);
-    auto *m = mul->mutable_call_op();
-    m->set_name("aten::mul_");
-    m->set_overload("Scalar");
-    *m->add_args() = val::ref(1001);
-    *m->add_args() = val::scalar(2);
+    addBodyOp(*rec, 601, comm, "aten::mul_", "Scalar",
+              {val::ref(1001), val::scalar(2)}, {});
     auto *dropInst = rec->add_body();
     dropInst->set_id(602);
     dropInst->mutable_borrow_drop()->set_borrow(1);
-    auto *clone = rec->add_body();
-    clone->set_id(603);
-    auto *c = clone->mutable_call_op();
-    c->set_name("aten::clone");
-    *c->add_args() = val::ref(1000);
-    c->add_results(1002);
+    addBodyOp(*rec, 603, 0, "aten::clone", "", {val::ref(1000)}, {1002});
   }
   int64_t x = b.op(0, "aten::ones", "", {val::ints({2})});
-  std::vector<int64_t> results;
-  for (int k = 0; k < 2; ++k) {
-    auto *call = b.add(0).mutable_call_recording();
-    call->set_recording(1);
-    call->add_actuals(x);
-    results.push_back(b.ref());
-    call->add_results(results.back());
-  }
-  int64_t f1 = b.fetch(0, results[0]), f2 = b.fetch(0, results[1]);
+  int64_t r1 = callRecording(b, 1, {x}), r2 = callRecording(b, 1, {x});
+  int64_t f1 = b.fetch(0, r1), f2 = b.fetch(0, r2);
   Harness h;
   h.run(b);
   ASSERT_TRUE(h.failures.empty()) << h.failures.front().message();
@@ -631,36 +642,16 @@ TEST(Recordings, DefinedOnceCalledWithDifferentActuals) {
     rec->add_formals(1000);
     rec->add_formals(1001);
     rec->add_results(1003);
-    auto *mul = rec->add_body();
-    mul->set_id(500);
-    auto *m = mul->mutable_call_op();
-    m->set_name("aten::mul");
-    m->set_overload("Tensor");
-    *m->add_args() = val::ref(1000);
-    *m->add_args() = val::ref(1001);
-    m->add_results(1002);
-    auto *add = rec->add_body();
-    add->set_id(501);
-    auto *a = add->mutable_call_op();
-    a->set_name("aten::add");
-    a->set_overload("Tensor");
-    *a->add_args() = val::ref(1002);
-    *a->add_args() = val::ref(1000);
-    a->add_results(1003);
+    addBodyOp(*rec, 500, 0, "aten::mul", "Tensor",
+              {val::ref(1000), val::ref(1001)}, {1002});
+    addBodyOp(*rec, 501, 0, "aten::add", "Tensor",
+              {val::ref(1002), val::ref(1000)}, {1003});
   }
   at::Tensor X = at::arange(4, at::kFloat), Y = at::full({4}, 3.f);
   int64_t x = b.op(0, "aten::clone", "", {constant(X)});
   int64_t y = b.op(0, "aten::clone", "", {constant(Y)});
-  std::vector<int64_t> results;
-  for (auto [p, q] : std::vector<std::pair<int64_t, int64_t>>{{x, y}, {y, x}}) {
-    auto *call = b.add(0).mutable_call_recording();
-    call->set_recording(1);
-    call->add_actuals(p);
-    call->add_actuals(q);
-    results.push_back(b.ref());
-    call->add_results(results.back());
-  }
-  int64_t f1 = b.fetch(0, results[0]), f2 = b.fetch(0, results[1]);
+  int64_t r1 = callRecording(b, 1, {x, y}), r2 = callRecording(b, 1, {y, x});
+  int64_t f1 = b.fetch(0, r1), f2 = b.fetch(0, r2);
   Harness h;
   h.run(b);
   ASSERT_TRUE(h.failures.empty()) << h.failures.front().message();
