@@ -25,6 +25,7 @@ struct Runtime::WorkGuard {
 namespace {
 thread_local bool isIoThread = false;
 std::atomic<Runtime *> globalInstance{nullptr};
+std::atomic<Runtime *> processInstance{nullptr};
 std::mutex globalMu;
 RuntimeOptions globalOptions;
 
@@ -110,6 +111,8 @@ Status Runtime::start() {
 Runtime::~Runtime() {
   if (globalInstance.load() == this)
     globalInstance = nullptr;
+  if (processInstance.load() == this)
+    processInstance = nullptr;
   if (listener)
     listener->close();
   {
@@ -164,6 +167,14 @@ void Runtime::setGlobalOptions(RuntimeOptions options) {
   std::lock_guard<std::mutex> guard(globalMu);
   globalOptions = std::move(options);
 }
+
+Runtime &Runtime::ofProcess() {
+  if (Runtime *rt = processInstance.load())
+    return *rt;
+  return global();
+}
+
+void Runtime::setProcessRuntime(Runtime *rt) { processInstance = rt; }
 
 Runtime &Runtime::global() {
   static std::unique_ptr<Runtime> instance = [] {

@@ -66,6 +66,7 @@ int runWorker() {
     log::error("worker ", boot.proc_id(), ": ", started.toString());
     return 4;
   }
+  Runtime::setProcessRuntime(rt.get());
   ProcServer server(*rt, boot.proc_id(), boot.rank());
   rt->router().setServiceHandler(
       [&server](transport::Message &&m) { server.handle(std::move(m)); });

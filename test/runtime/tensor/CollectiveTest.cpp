@@ -1,12 +1,12 @@
 //===- CollectiveTest.cpp - reduce and to_mesh across 4 processes ---------===//
 //
-// Each test writes a plan, starts monarch-tensor-rank for ranks 0..3 of a
-// host=2 x gpu=2 mesh (Gloo over a FileStore), waits for all of them with a
-// deadline, and checks every rank's fetched values against the same
-// computation in local libtorch.
+// Each test builds a plan, runs it through a Controller on 4 tensor-worker
+// processes of a host=2 x gpu=2 mesh (TensorWorker actors, Gloo), and checks
+// every rank's fetched values against the same computation in local libtorch.
 //
 //===----------------------------------------------------------------------===//
 
+#include "monarch/tensor/Controller.h"
 #include "monarch/tensor/Plan.h"
 #include "monarch/tensor/PlanBuilder.h"
 #include "monarch/tensor/TempDir.h"
@@ -34,79 +34,44 @@ namespace {
 constexpr int kRanks = 4;
 
 struct Outcome {
-  std::vector<int> exitCodes;
-  std::vector<std::string> stderrs;
-  std::vector<plan::RunReport> reports;
+  std::vector<std::string> procFailures;
+  std::vector<plan::RunReport> reports; ///< by rank
 };
 
-/// Runs `planBytes` on kRanks processes; fails the test on a hang.
-Outcome runRanks(const std::string &planBytes) {
-  TempDir tmp("ranks");
-  const std::string &dir = tmp.path();
-  std::string planPath = dir + "/plan.pb";
-  std::ofstream(planPath, std::ios::binary) << planBytes;
-  ::mkdir((dir + "/store").c_str(), 0700);
-  std::vector<pid_t> pids;
-  for (int r = 0; r < kRanks; ++r) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      std::string err = dir + "/" + std::to_string(r) + ".err";
-      std::freopen(err.c_str(), "w", stderr);
-      std::string rank = std::to_string(r), out = dir + "/" + rank + ".report",
-                  store = dir + "/store";
-      ::execl(MONARCH_TENSOR_RANK_BIN, MONARCH_TENSOR_RANK_BIN, "--plan",
-              planPath.c_str(), "--rank", rank.c_str(), "--store",
-              store.c_str(), "--out", out.c_str(), "--timeout-ms", "20000",
-              static_cast<char *>(nullptr));
-      std::_Exit(127);
-    }
-    pids.push_back(pid);
-  }
+/// Runs `program` on a fresh controller's kRanks worker processes; every
+/// wait is bounded, so a hang fails the test instead of blocking it.
+Outcome runPlanOnWorkers(const plan::Program &program) {
   Outcome o;
-  o.exitCodes.assign(kRanks, -1);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
-  int left = kRanks;
-  while (left > 0) {
-    for (int r = 0; r < kRanks; ++r) {
-      if (o.exitCodes[r] != -1)
-        continue;
-      int status = 0;
-      if (::waitpid(pids[r], &status, WNOHANG) == pids[r]) {
-        o.exitCodes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-        --left;
-      }
-    }
-    if (left > 0 && std::chrono::steady_clock::now() > deadline) {
-      for (int r = 0; r < kRanks; ++r)
-        if (o.exitCodes[r] == -1) {
-          ::kill(pids[r], SIGKILL);
-          ::waitpid(pids[r], nullptr, 0);
-        }
-      ADD_FAILURE() << "ranks did not finish within 90 s";
-      return o;
-    }
-    if (left > 0)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5)); // child poll
+  ControllerOptions options;
+  options.shape = {{"host", 2}, {"gpu", 2}};
+  options.timeout = std::chrono::seconds(20);
+  auto controller = Controller::start(options);
+  if (!controller.ok()) {
+    ADD_FAILURE() << controller.status().message();
+    return o;
   }
-  for (int r = 0; r < kRanks; ++r) {
-    std::ifstream err(dir + "/" + std::to_string(r) + ".err");
-    std::stringstream ss;
-    ss << err.rdbuf();
-    o.stderrs.push_back(ss.str());
-    plan::RunReport report;
-    std::ifstream in(dir + "/" + std::to_string(r) + ".report",
-                     std::ios::binary);
-    if (in)
-      report.ParseFromIstream(&in);
-    o.reports.push_back(report);
+  auto result = runPlan(**controller, program);
+  if (!result.ok()) {
+    ADD_FAILURE() << result.status().message();
+    return o;
   }
+  o.procFailures = result->procFailures;
+  o.reports.resize(kRanks);
+  for (int r = 0; r < kRanks; ++r)
+    o.reports[r].set_rank(r);
+  for (const auto &f : result->fetches)
+    *o.reports.at(f.rank()).add_fetches() = f;
+  for (const auto &f : result->failures)
+    *o.reports.at(f.rank()).add_failures() = f;
+  EXPECT_TRUE((*controller)->stop().isOk());
   return o;
 }
 
 Outcome runOk(const PlanBuilder &b) {
-  Outcome o = runRanks(b.serialize());
-  for (int r = 0; r < kRanks && r < int(o.exitCodes.size()); ++r)
-    EXPECT_EQ(o.exitCodes[r], 0) << "rank " << r << ": " << o.stderrs[r];
+  Outcome o = runPlanOnWorkers(b.program());
+  EXPECT_TRUE(o.procFailures.empty()) << o.procFailures.front();
+  if (o.reports.size() != size_t(kRanks))
+    o.reports.resize(kRanks);
   return o;
 }
 
@@ -450,22 +415,184 @@ TEST(Collectives, FetchFromEveryCoordinate) {
   }
 }
 
-TEST(Collectives, DriverRefusesCorruptedAndFuturePlans) {
+/// Runs monarch-run with `args`; returns its exit status and output.
+std::pair<int, std::string> monarchRun(const std::string &args) {
+  std::string command = std::string(MONARCH_RUN_BIN) + " " + args + " 2>&1";
+  std::FILE *pipe = ::popen(command.c_str(), "r");
+  std::string output;
+  char chunk[4096];
+  while (size_t n = std::fread(chunk, 1, sizeof(chunk), pipe))
+    output.append(chunk, n);
+  int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, output};
+}
+
+TEST(MonarchRun, RefusesCorruptedAndFuturePlansWithoutLaunching) {
+  TempDir tmp("plans");
   PlanBuilder b({{"host", 2}, {"gpu", 2}});
   b.op(0, "aten::ones", "", {val::ints({1})});
   std::string bytes = b.serialize();
-  Outcome corrupted = runRanks(bytes.substr(0, bytes.size() - 3));
+  std::ofstream(tmp.file("corrupted.plan"), std::ios::binary)
+      << bytes.substr(0, bytes.size() - 3);
   b.program().set_version(kPlanVersion + 5);
-  Outcome future = runRanks(b.serialize());
+  std::ofstream(tmp.file("future.plan"), std::ios::binary) << b.serialize();
+
+  auto [rc1, out1] = monarchRun(tmp.file("corrupted.plan"));
+  EXPECT_EQ(rc1, 2);
+  EXPECT_NE(out1.find("corrupted plan"), std::string::npos) << out1;
+  auto [rc2, out2] = monarchRun(tmp.file("future.plan"));
+  EXPECT_EQ(rc2, 2);
+  EXPECT_NE(out2.find("is newer than this runtime supports"), std::string::npos)
+      << out2;
+  // Nothing was launched: no worker ever printed.
+  EXPECT_EQ(out1.find("tensor_procs"), std::string::npos) << out1;
+}
+
+TEST(MonarchRun, PrintsFetchesInProgramOrderAndFailsOnAFailedFetch) {
+  TempDir tmp("plans");
+  PlanBuilder b({{"host", 2}, {"gpu", 2}});
+  int64_t x = makeX(b);
+  b.fetch(0, x);
+  // A failing op (shape mismatch) and a fetch of its result.
+  int64_t bad = b.op(0, "aten::mm", "", {val::ref(x), val::ref(x)});
+  b.fetch(0, bad);
+  std::ofstream(tmp.file("p.plan"), std::ios::binary) << b.serialize();
+  auto [rc, out] = monarchRun(tmp.file("p.plan") + " --procs host=2,gpu=2 " +
+                              "--trace " + tmp.file("trace.json"));
+  EXPECT_EQ(rc, 1) << out;
+  // Rank order within a fetch, all of the first fetch before the second.
+  size_t at = 0;
   for (int r = 0; r < kRanks; ++r) {
-    EXPECT_EQ(corrupted.exitCodes[r], 2);
-    EXPECT_NE(corrupted.stderrs[r].find("corrupted plan"), std::string::npos)
-        << corrupted.stderrs[r];
-    EXPECT_EQ(future.exitCodes[r], 2);
-    EXPECT_NE(future.stderrs[r].find("is newer than this runtime supports"),
-              std::string::npos)
-        << future.stderrs[r];
+    std::string line =
+        "rank " + std::to_string(r) + " (host=" + std::to_string(r / 2) +
+        ", gpu=" + std::to_string(r % 2) + "): tensor<2x3xf32> [[" +
+        std::to_string(10 * r) + ", " + std::to_string(10 * r + 1);
+    size_t found = out.find(line, at);
+    ASSERT_NE(found, std::string::npos) << line << "\n" << out;
+    at = found;
   }
+  EXPECT_NE(out.find("error: instruction #", at), std::string::npos) << out;
+  EXPECT_NE(out.find("mat1 and mat2 shapes cannot be multiplied"),
+            std::string::npos)
+      << out;
+  std::ifstream trace(tmp.file("trace.json"));
+  std::stringstream text;
+  text << trace.rdbuf();
+  EXPECT_NE(text.str().find("\"traceEvents\""), std::string::npos);
+}
+
+TEST(MonarchRun, ProcsMustMatchThePlan) {
+  TempDir tmp("plans");
+  PlanBuilder b({{"host", 2}, {"gpu", 2}});
+  std::ofstream(tmp.file("p.plan"), std::ios::binary) << b.serialize();
+  auto [rc, out] = monarchRun(tmp.file("p.plan") + " --procs gpu=4");
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("compiled for procs host=2,gpu=2"), std::string::npos)
+      << out;
+}
+
+TEST(Controller, EagerInstructionsFailuresAndLiveWorkers) {
+  ControllerOptions options;
+  options.shape = {{"host", 2}, {"gpu", 2}};
+  options.timeout = std::chrono::seconds(20);
+  auto controller = Controller::start(options);
+  ASSERT_TRUE(controller.ok()) << controller.status().message();
+  Controller &c = **controller;
+  PlanBuilder b({{"host", 2}, {"gpu", 2}});
+  ASSERT_TRUE(c.declare(b.program()).isOk());
+
+  // One instruction at a time, as the Python frontend sends them.
+  auto sendNew = [&](int from) {
+    std::vector<plan::Instruction> batch(b.program().instructions().begin() +
+                                             from,
+                                         b.program().instructions().end());
+    ASSERT_TRUE(c.submit(batch).isOk());
+  };
+  auto waitFor = [&](auto accept) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto e = c.next(std::chrono::milliseconds(500));
+      if (e && e->kind == ControllerEvent::Kind::ProcFailure)
+        ADD_FAILURE() << e->message;
+      if (e && accept(e->worker))
+        return true;
+    }
+    return false;
+  };
+  int n = b.program().instructions_size();
+  int64_t bad = b.op(0, "aten::mm", "", {val::ints({1})}); // wrong arg kind
+  int64_t badFetch = b.fetch(0, bad);
+  sendNew(n);
+  int failures = 0, errors = 0;
+  EXPECT_TRUE(waitFor([&](const plan::WorkerEvent &e) {
+    failures += e.has_failure();
+    errors += e.has_fetch() && e.fetch().instruction() == badFetch &&
+              e.fetch().has_error();
+    return failures == kRanks && errors == kRanks;
+  }));
+  // The workers live on: independent work after the failure succeeds.
+  n = b.program().instructions_size();
+  int64_t x = makeX(b);
+  int64_t sum = b.reduce(0, x, meta(plan::FLOAT32, {2, 3}), {}, plan::SUM);
+  int64_t good = b.fetch(0, sum);
+  sendNew(n);
+  int values = 0;
+  EXPECT_TRUE(waitFor([&](const plan::WorkerEvent &e) {
+    if (e.has_fetch() && e.fetch().instruction() == good) {
+      EXPECT_TRUE(e.fetch().has_value()) << e.fetch().error().message();
+      if (e.fetch().has_value())
+        EXPECT_TRUE(
+            at::equal(toTensor(e.fetch().value()), X(0) + X(1) + X(2) + X(3)));
+      ++values;
+    }
+    return values == kRanks;
+  }));
+  EXPECT_TRUE(c.stop().isOk());
+}
+
+TEST(Controller, AWorkerKilledMidProgramIsReportedNotHungOn) {
+  ControllerOptions options;
+  options.shape = {{"host", 2}, {"gpu", 2}};
+  options.timeout = std::chrono::seconds(20);
+  auto controller = Controller::start(options);
+  ASSERT_TRUE(controller.ok()) << controller.status().message();
+  Controller &c = **controller;
+  PlanBuilder b({{"host", 2}, {"gpu", 2}});
+  int64_t x = makeX(b);
+  int64_t first = b.fetch(0, x);
+  // Every rank then waits in an all-reduce that rank 2 never joins.
+  b.reduce(0, x, meta(plan::FLOAT32, {2, 3}), {}, plan::SUM);
+  ASSERT_TRUE(c.declare(b.program()).isOk());
+  std::vector<plan::Instruction> all(b.program().instructions().begin(),
+                                     b.program().instructions().end());
+  // Rank 2 is killed once rank 0 has fetched, i.e. mid-program.
+  bool killed = false, reported = false;
+  std::vector<int> pids = c.pids();
+  ASSERT_EQ(pids.size(), size_t(kRanks));
+  ASSERT_TRUE(c.submit(all).isOk());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!reported && std::chrono::steady_clock::now() < deadline) {
+    auto e = c.next(std::chrono::milliseconds(500));
+    if (!e)
+      continue;
+    if (e->kind == ControllerEvent::Kind::ProcFailure) {
+      EXPECT_TRUE(killed);
+      EXPECT_EQ(e->rank, 2);
+      EXPECT_NE(e->message.find("signal 9"), std::string::npos) << e->message;
+      reported = true;
+    } else if (!killed && e->worker.has_fetch() &&
+               e->worker.fetch().instruction() == first) {
+      ::kill(pids[2], SIGKILL);
+      killed = true;
+    }
+  }
+  EXPECT_TRUE(reported) << "no supervision event for the killed worker";
+  // Sending to the dead worker's mesh is an error, not a hang.
+  EXPECT_FALSE(c.submit(all).isOk());
+  auto stopStart = std::chrono::steady_clock::now();
+  (void)c.stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - stopStart,
+            std::chrono::seconds(15));
 }
 
 } // namespace

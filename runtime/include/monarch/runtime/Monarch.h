@@ -8,6 +8,7 @@
 #include "monarch/runtime/actor/ValueMesh.h"
 #include "monarch/runtime/proc/ActorMesh.h"
 #include "monarch/runtime/proc/Host.h"
+#include "monarch/runtime/proc/Port.h"
 #include "monarch/runtime/proc/ProcMesh.h"
 #include "monarch/runtime/proc/Runtime.h"
 #include "monarch/runtime/supervision/Supervision.h"

@@ -44,6 +44,11 @@ public:
 
   /// The controller's runtime, created on first use, shut down at exit.
   static Runtime &global();
+  /// The runtime of this process: a worker's own runtime (set by runWorker)
+  /// or, in the controller, global(). Actor handlers use it to send.
+  static Runtime &ofProcess();
+  /// Makes `rt` what ofProcess() returns (null: back to global()).
+  static void setProcessRuntime(Runtime *rt);
   /// Options used when global() first creates the runtime.
   static void setGlobalOptions(RuntimeOptions options);
 

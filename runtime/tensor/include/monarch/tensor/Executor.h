@@ -56,6 +56,10 @@ struct ExecutorCallbacks {
   std::function<void(const plan::FetchReply &)> onFetch;
   /// A RequestStatus whose earlier work has all finished.
   std::function<void(int64_t instruction)> onStatus;
+  /// When set, one event per executed instruction (including each
+  /// instruction of a recording call), after it finished on its stream.
+  /// Unset, the executor reads no clocks.
+  std::function<void(const plan::TraceEvent &)> onTrace;
 };
 
 class Executor {

@@ -1,0 +1,27 @@
+//===- TensorWorker.h - The tensor-worker actor -----------------*- C++ -*-===//
+//
+// One TensorWorker actor per proc hosts that rank's Executor (DESIGN.md §5
+// "Tensor worker"). Endpoints:
+//   declare(plan::Program)   call: registers the program's meshes/streams
+//   submit(Blob)             broadcast: a serialized plan::InstructionBatch
+// Everything the executor reports (fetches, failures, statuses, trace) goes
+// to the controller's port as plan::WorkerEvent messages, in the order the
+// streams produce it, with no call waiting for it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MONARCH_TENSOR_TENSORWORKER_H
+#define MONARCH_TENSOR_TENSORWORKER_H
+
+namespace monarch::tensor {
+
+/// The actor class name the controller spawns.
+inline constexpr const char *kTensorWorkerClass = "monarch.TensorWorker";
+
+/// Registers the actor class in this process (idempotent). Worker binaries
+/// call it before runWorker(); a static initializer in a static library
+/// would be dropped by the linker.
+void registerTensorWorker();
+
+} // namespace monarch::tensor
+
+#endif // MONARCH_TENSOR_TENSORWORKER_H

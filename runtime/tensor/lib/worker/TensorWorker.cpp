@@ -1,0 +1,110 @@
+//===- TensorWorker.cpp - The tensor-worker actor -------------------------===//
+
+#include "monarch/tensor/TensorWorker.h"
+
+#include "monarch/runtime/actor/Actor.h"
+#include "monarch/runtime/proc/Port.h"
+#include "monarch/runtime/util/Log.h"
+#include "monarch/tensor/Executor.h"
+
+#include <mutex>
+#include <stdexcept>
+
+namespace monarch::tensor {
+namespace {
+
+class TensorWorker : public Actor {
+public:
+  TensorWorker(proto::PortRef controller, plan::WorkerConfig config)
+      : controller(std::move(controller)) {
+    ExecutorOptions options;
+    options.rank = context().rank;
+    for (const auto &d : config.root())
+      options.rootShape.emplace_back(d.name(), d.size());
+    options.timeout = std::chrono::milliseconds(
+        config.timeout_ms() > 0 ? config.timeout_ms() : 60000);
+    options.memoryCapBytes = config.memory_cap_bytes();
+    if (!config.store_dir().empty()) {
+      GlooOptions gloo;
+      gloo.timeout = options.timeout;
+      options.collectives = makeGlooBackend(
+          std::make_shared<FileStore>(config.store_dir()), gloo);
+    }
+    int64_t rank = options.rank;
+    auto report = [this, rank](plan::WorkerEvent event) {
+      event.set_rank(rank);
+      send(event);
+    };
+    ExecutorCallbacks callbacks;
+    callbacks.onFailure = [report](const plan::Failure &f) {
+      plan::WorkerEvent e;
+      *e.mutable_failure() = f;
+      report(std::move(e));
+    };
+    callbacks.onFetch = [report](const plan::FetchReply &r) {
+      plan::WorkerEvent e;
+      *e.mutable_fetch() = r;
+      report(std::move(e));
+    };
+    callbacks.onStatus = [report](int64_t id) {
+      plan::WorkerEvent e;
+      e.set_status(id);
+      report(std::move(e));
+    };
+    if (config.trace())
+      callbacks.onTrace = [report](const plan::TraceEvent &t) {
+        plan::WorkerEvent e;
+        *e.mutable_trace() = t;
+        report(std::move(e));
+      };
+    executor =
+        std::make_unique<Executor>(std::move(options), std::move(callbacks));
+  }
+
+  Unit declare(plan::Program program) {
+    if (Status s = executor->declare(program); !s.isOk())
+      throw std::runtime_error(s.message());
+    return {};
+  }
+
+  void submit(Blob batchBytes) {
+    plan::InstructionBatch batch;
+    if (!batch.ParseFromArray(batchBytes.buffer.data(),
+                              static_cast<int>(batchBytes.buffer.size())))
+      throw std::runtime_error("tensor worker: corrupted instruction batch");
+    for (const auto &inst : batch.instructions())
+      executor->submit(inst);
+  }
+
+private:
+  void send(const plan::WorkerEvent &event) {
+    proto::Value value;
+    PayloadList payloads;
+    encodeValue(event, value, payloads);
+    // Callbacks come from several stream threads; one at a time keeps each
+    // stream's events in order on the link.
+    std::lock_guard<std::mutex> guard(sendMu);
+    if (Status s =
+            sendToPort(controller, std::move(value), std::move(payloads));
+        !s.isOk())
+      log::error("tensor worker: cannot reach the controller: ", s.message());
+  }
+
+  proto::PortRef controller;
+  std::mutex sendMu;
+  std::unique_ptr<Executor> executor;
+};
+
+} // namespace
+
+void registerTensorWorker() {
+  static const bool registered =
+      ActorClass<TensorWorker>(kTensorWorkerClass)
+          .constructor<proto::PortRef, plan::WorkerConfig>()
+          .endpoint("declare", &TensorWorker::declare)
+          .endpoint("submit", &TensorWorker::submit)
+          .install();
+  (void)registered;
+}
+
+} // namespace monarch::tensor

@@ -1,0 +1,257 @@
+//===- monarch-run - Run a compiled program on local worker processes -----===//
+//
+//   monarch-run PROGRAM.plan|PROGRAM.mlir [--procs host=2,gpu=2]
+//               [--trace trace.json] [--memory-cap BYTES] [--timeout SECONDS]
+//               [--entry FUNC] [--no-optimize] [--pipeline-options OPTS]
+//
+// Spawns one tensor worker per rank of the plan's root mesh, ships each the
+// whole plan, prints fetched values in program order as they arrive and
+// failures with rank and instruction, and exits non-zero if any fetched value
+// failed or a worker died. A .mlir file is compiled in-process first (when
+// the compiler is built in); a file that does not verify launches nothing.
+//
+// Exit status: 0 every fetch succeeded; 1 a fetch failed or a worker died;
+// 2 bad usage, bad program or compile error; 3 the run timed out.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RunOutput.h"
+
+#include "monarch/tensor/Controller.h"
+#include "monarch/tensor/Plan.h"
+#ifdef MONARCH_RUN_HAS_COMPILER
+#include "monarch/Compiler/Driver/CompileToPlan.h"
+#endif
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <unistd.h>
+
+using namespace monarch;
+using namespace monarch::tensor;
+
+namespace {
+
+struct Args {
+  std::string program;
+  std::string procs;
+  std::string trace;
+  size_t memoryCap = 0;
+  int64_t timeoutSeconds = 120;
+  std::string entry;
+  bool optimize = true;
+  std::string pipelineOptions;
+};
+
+int usage(const std::string &why) {
+  if (!why.empty())
+    std::fprintf(stderr, "monarch-run: %s\n", why.c_str());
+  std::fprintf(stderr,
+               "usage: monarch-run PROGRAM.plan|PROGRAM.mlir [--procs "
+               "host=2,gpu=2] [--trace FILE]\n"
+               "         [--memory-cap BYTES] [--timeout SECONDS] [--entry "
+               "FUNC] [--no-optimize]\n"
+               "         [--pipeline-options OPTS]\n");
+  return 2;
+}
+
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool parseInt(const std::string &text, int64_t &out) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end || errno || v < 0)
+    return false;
+  out = v;
+  return true;
+}
+
+/// "host=2,gpu=2" -> {{"host", 2}, {"gpu", 2}}.
+Expected<std::vector<std::pair<std::string, int64_t>>>
+parseShape(const std::string &text) {
+  std::vector<std::pair<std::string, int64_t>> shape;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma - start);
+    size_t eq = item.find('=');
+    int64_t size = 0;
+    if (eq == std::string::npos || eq == 0 ||
+        !parseInt(item.substr(eq + 1), size) || size == 0)
+      return Status(ErrorCode::Invalid,
+                    "--procs: '" + item + "' is not NAME=SIZE (SIZE > 0)");
+    shape.emplace_back(item.substr(0, eq), size);
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  return shape;
+}
+
+std::string shapeText(const plan::Program &program) {
+  std::string text;
+  for (const auto &d : program.root())
+    text +=
+        (text.empty() ? "" : ",") + d.name() + "=" + std::to_string(d.size());
+  return text;
+}
+
+Expected<plan::Program> loadProgram(const Args &args) {
+  if (!endsWith(args.program, ".mlir") && !endsWith(args.program, ".mlirbc"))
+    return loadPlanFile(args.program);
+#ifdef MONARCH_RUN_HAS_COMPILER
+  CompileOptions options;
+  options.entry = args.entry;
+  options.optimize = args.optimize;
+  options.pipelineOptions = args.pipelineOptions;
+  CompileResult compiled = compileFileToPlan(args.program, options);
+  if (!compiled.ok)
+    return Status(ErrorCode::Invalid,
+                  compiled.diagnostics.empty()
+                      ? "compilation of " + args.program + " failed"
+                      : compiled.diagnostics);
+  return loadPlan(compiled.plan);
+#else
+  return Status(ErrorCode::Invalid,
+                args.program +
+                    ": this monarch-run was built without the compiler; "
+                    "compile it to a plan first (monarch-opt "
+                    "--monarch-emit-plan=\"output=PROGRAM.plan\") and run "
+                    "the .plan");
+#endif
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string &out) {
+      if (i + 1 >= argc)
+        return false;
+      out = argv[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--help" || a == "-h")
+      return usage(""), 0;
+    if (a == "--procs") {
+      if (!value(args.procs))
+        return usage("--procs needs a value");
+    } else if (a == "--trace") {
+      if (!value(args.trace))
+        return usage("--trace needs a file");
+    } else if (a == "--memory-cap") {
+      int64_t cap = 0;
+      if (!value(v) || !parseInt(v, cap))
+        return usage("--memory-cap needs a byte count");
+      args.memoryCap = static_cast<size_t>(cap);
+    } else if (a == "--timeout") {
+      if (!value(v) || !parseInt(v, args.timeoutSeconds) ||
+          args.timeoutSeconds == 0)
+        return usage("--timeout needs a number of seconds > 0");
+    } else if (a == "--entry") {
+      if (!value(args.entry))
+        return usage("--entry needs a function name");
+    } else if (a == "--no-optimize") {
+      args.optimize = false;
+    } else if (a == "--pipeline-options") {
+      if (!value(args.pipelineOptions))
+        return usage("--pipeline-options needs a value");
+    } else if (!a.empty() && a[0] == '-') {
+      return usage("unknown option " + a);
+    } else if (args.program.empty()) {
+      args.program = a;
+    } else {
+      return usage("one program at a time");
+    }
+  }
+  if (args.program.empty())
+    return usage("no program given");
+
+  auto program = loadProgram(args);
+  if (!program.ok()) {
+    std::fprintf(stderr, "monarch-run: %s\n",
+                 program.status().message().c_str());
+    return 2;
+  }
+  ControllerOptions options;
+  for (const auto &d : program->root())
+    options.shape.emplace_back(d.name(), d.size());
+  if (!args.procs.empty()) {
+    auto shape = parseShape(args.procs);
+    if (!shape.ok())
+      return usage(shape.status().message());
+    if (*shape != options.shape) {
+      std::fprintf(stderr,
+                   "monarch-run: the program was compiled for procs %s, "
+                   "--procs says %s\n",
+                   shapeText(*program).c_str(), args.procs.c_str());
+      return 2;
+    }
+  }
+  options.memoryCapBytes = args.memoryCap;
+  options.timeout = std::chrono::seconds(args.timeoutSeconds);
+  options.trace = !args.trace.empty();
+
+  auto controller = Controller::start(options);
+  if (!controller.ok()) {
+    std::fprintf(stderr, "monarch-run: cannot start workers: %s\n",
+                 controller.status().message().c_str());
+    return 2;
+  }
+
+  run::FetchPrinter printer(*program, stdout);
+  PlanRunObserver observer;
+  observer.onFetch = [&](const plan::FetchReply &r) { printer.add(r); };
+  observer.onFailure = [](const plan::Failure &f) {
+    std::fprintf(stderr, "monarch-run: error: %s\n",
+                 run::describeFailure(f).c_str());
+  };
+  // Progress on long runs only: after 2 s, at most once a second.
+  auto started = std::chrono::steady_clock::now();
+  auto lastProgress = started;
+  observer.onProgress = [&](int64_t done, int64_t total) {
+    auto now = std::chrono::steady_clock::now();
+    if (now - started < std::chrono::seconds(2) ||
+        now - lastProgress < std::chrono::seconds(1))
+      return;
+    lastProgress = now;
+    std::fprintf(stderr, "monarch-run: %lld%% (%lld/%lld instructions)\n",
+                 static_cast<long long>(100 * done / total),
+                 static_cast<long long>(done), static_cast<long long>(total));
+  };
+  int64_t n = program->instructions_size();
+  auto result =
+      runPlan(**controller, *program, observer, n >= 2000 ? n / 20 : 0);
+  int rc = 0;
+  if (!result.ok()) {
+    printer.flush();
+    std::fprintf(stderr, "monarch-run: %s\n",
+                 result.status().message().c_str());
+    rc = result.status().code() == ErrorCode::Timeout ? 3 : 2;
+  } else {
+    printer.flush();
+    for (const auto &failure : result->procFailures)
+      std::fprintf(stderr, "monarch-run: %s\n", failure.c_str());
+    if (!result->procFailures.empty() || printer.failed() > 0)
+      rc = 1;
+    if (!args.trace.empty() &&
+        !run::writeChromeTrace(args.trace, *program, *result)) {
+      std::fprintf(stderr, "monarch-run: cannot write %s\n",
+                   args.trace.c_str());
+      rc = rc ? rc : 2;
+    }
+  }
+  if (Status s = (*controller)->stop(); !s.isOk() && rc == 0)
+    std::fprintf(stderr, "monarch-run: stopping workers: %s\n",
+                 s.message().c_str());
+  return rc;
+}
