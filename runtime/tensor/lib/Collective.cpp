@@ -91,7 +91,7 @@ Contribution contribution(const CollectiveEnv &env, int64_t ref,
   return c;
 }
 
-void bindError(RefTable &table, const std::vector<int64_t> &refs,
+void bindError(const RefCells &table, const std::vector<int64_t> &refs,
                const ErrorPtr &error) {
   for (int64_t r : refs)
     table.set(r, RefValue{at::Tensor(), error});

@@ -2,10 +2,17 @@
 //
 // submit() runs on the host's thread and does everything that depends only
 // on the plan and this rank's static state: mesh membership, ref ownership
-// and borrow checks (DESIGN.md §6.4), operator lookup and argument binding.
-// What touches tensors is queued on the instruction's stream. Torch
-// exceptions are caught at the instruction boundary and become error records
-// (§6.5).
+// and borrow checks (DESIGN.md §6.4), operator lookup and argument binding,
+// and the resolution of every ref to its storage cell. What touches tensors
+// is queued on the instruction's stream as a task. Torch exceptions are
+// caught at the instruction boundary and become error records (§6.5).
+//
+// Cost per instruction matters (docs/benchmarks.md, "Per-instruction
+// overhead"): a queued ATen call is one allocation holding its operator, its
+// converted constants and the cells of its refs; running it is a boxed call
+// on a reused stack with no lookup and no lock. Tasks reach a stream thread
+// in batches. A recording whose body is plain ATen calls is compiled once at
+// DefineRecording and each call is one task running the compiled body.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,6 +25,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <c10/util/SmallVector.h>
+#include <c10/util/flat_hash_map.h>
 
 #include <atomic>
 #include <map>
@@ -30,33 +39,35 @@ namespace monarch::tensor {
 
 using namespace detail;
 
-// --- small pieces
-// -------------------------------------------------------------
+// --- small pieces -----------------------------------------------------------
 
 namespace detail {
 
-void RefTable::set(int64_t ref, RefValue value) {
-  std::lock_guard<std::mutex> lock(mutex);
-  values[ref] = std::move(value);
+Cell *RefCells::find(int64_t ref) const {
+  for (const auto &[r, c] : cells)
+    if (r == ref)
+      return c;
+  return nullptr;
 }
 
-RefValue RefTable::get(int64_t ref) const {
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = values.find(ref);
-  if (it == values.end())
+RefValue RefCells::get(int64_t ref) const {
+  Cell *c = find(ref);
+  if (!c || !c->bound)
     throw std::runtime_error("ref " + std::to_string(ref) +
                              " has no value on this rank");
-  return it->second;
+  return c->value;
 }
 
-void RefTable::erase(int64_t ref) {
-  std::lock_guard<std::mutex> lock(mutex);
-  values.erase(ref);
+void RefCells::set(int64_t ref, RefValue value) const {
+  if (Cell *c = find(ref))
+    c->set(std::move(value));
 }
 
-size_t RefTable::size() const {
-  std::lock_guard<std::mutex> lock(mutex);
-  return values.size();
+at::Tensor RefCells::tensor(int64_t ref) const {
+  RefValue v = get(ref);
+  if (v.error)
+    throw DependentError{v.error};
+  return v.tensor;
 }
 
 void Event::signal() {
@@ -72,8 +83,9 @@ bool Event::wait(std::chrono::milliseconds timeout) {
   return cv.wait_for(lock, timeout, [&] { return done; });
 }
 
-SerialQueue::SerialQueue(std::string name)
-    : label(std::move(name)), thread([this] { loop(); }) {}
+SerialQueue::SerialQueue(std::string name, int64_t id, const TraceSink *trace)
+    : label(std::move(name)), id(id), trace(trace), thread([this] { loop(); }) {
+}
 
 SerialQueue::~SerialQueue() {
   {
@@ -84,24 +96,23 @@ SerialQueue::~SerialQueue() {
   thread.join();
 }
 
-void SerialQueue::push(std::function<void()> task) {
+void SerialQueue::push(TaskBatch &batch) {
+  if (batch.empty())
+    return;
   bool wakeUp;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    tasks.push_back(std::move(task));
+    if (tasks.empty()) {
+      // Swapping hands back the (empty) vector the thread last drained, so
+      // batches circulate without allocating.
+      tasks.swap(batch);
+    } else {
+      for (auto &t : batch)
+        tasks.push_back(std::move(t));
+      batch.clear();
+    }
     pending.store(tasks.size(), std::memory_order_release);
-    wakeUp = sleeping && !holding;
-  }
-  if (wakeUp)
-    wake.notify_one();
-}
-
-void SerialQueue::holdWakeups(bool hold) {
-  bool wakeUp;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    holding = hold;
-    wakeUp = !hold && sleeping && !tasks.empty();
+    wakeUp = sleeping;
   }
   if (wakeUp)
     wake.notify_one();
@@ -113,13 +124,25 @@ bool SerialQueue::waitIdle(std::chrono::milliseconds timeout) {
                        [&] { return tasks.empty() && !running; });
 }
 
+namespace {
+int64_t nowNs() {
+  // steady_clock is CLOCK_MONOTONIC on Linux: comparable between processes.
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+} // namespace
+
 void SerialQueue::loop() {
-  std::deque<std::function<void()>> batch;
+  StreamContext ctx;
+  ctx.stream = id;
+  ctx.trace = trace;
+  TaskBatch batch;
   std::unique_lock<std::mutex> lock(mutex);
   while (true) {
     if (tasks.empty() && !stopping) {
       // Spin briefly before parking: a host submitting a stream of small
-      // instructions would otherwise pay a futex wake-up per instruction.
+      // instructions would otherwise pay a futex wake-up per batch.
       lock.unlock();
       auto until =
           std::chrono::steady_clock::now() + std::chrono::microseconds(20);
@@ -137,13 +160,25 @@ void SerialQueue::loop() {
     pending.store(0, std::memory_order_relaxed);
     running = true;
     lock.unlock();
+    uint64_t finished = done.load(std::memory_order_relaxed);
     for (auto &task : batch) {
       try {
-        task();
+        if (trace && !task->name.empty()) {
+          int64_t start = nowNs();
+          task->run(ctx);
+          (*trace)(task->instruction, id, task->name, task->recording, start,
+                   nowNs());
+        } else {
+          task->run(ctx);
+        }
       } catch (...) {
         // Instruction bodies catch their own errors; nothing may escape a
         // stream thread.
       }
+      // Destroyed here, in order: a task may hold the last reference to
+      // tensors (constants, a call's locals).
+      task.reset();
+      done.store(++finished, std::memory_order_release);
     }
     batch.clear();
     lock.lock();
@@ -171,8 +206,7 @@ TensorFunction FunctionRegistry::find(const std::string &name) const {
   return it == functions.end() ? nullptr : it->second;
 }
 
-// --- the executor
-// ---------------------------------------------------------------
+// --- the executor -----------------------------------------------------------
 
 namespace {
 
@@ -184,23 +218,55 @@ struct InstInfo {
 };
 using InstPtr = std::shared_ptr<const InstInfo>;
 
-/// One argument of a compiled ATen call.
-struct Slot {
-  std::optional<c10::IValue> constant;
-  bool isRef = false; // a plain Tensor argument: `ref`
-  int64_t ref = 0;
-  std::unique_ptr<plan::Value> value; // any other non-constant argument
-  c10::TypePtr type;
-  int64_t fixedSize = 0;
+/// An operator's schema digested once per executor.
+struct OpInfo {
+  struct Arg {
+    c10::TypePtr type;
+    int64_t fixedSize = 0;
+    bool isTensor = false; ///< a plain `Tensor` argument
+    bool mutated = false;  ///< `Tensor(a!)`
+  };
+  c10::OperatorHandle op;
+  std::string name; ///< "aten::add.Tensor"
+  std::vector<Arg> args;
 };
 
-/// Everything a queued ATen call needs, in one allocation.
-struct CompiledCall {
-  c10::OperatorHandle op;
-  InstInfo info;
-  std::vector<Slot> slots;
-  std::vector<int64_t> results;
-  std::vector<int64_t> outputs; ///< results + mutated refs
+/// An argument that names refs inside a structure (Tensor[], Tensor?[],
+/// optional refs): converted on the stream.
+struct ComplexArg {
+  plan::Value value;
+  const OpInfo::Arg *arg;
+  RefCells cells;
+};
+
+/// One argument of a compiled ATen call.
+struct Slot {
+  enum Kind : uint8_t { Constant, Ref, Complex };
+  Kind kind = Constant;
+  uint32_t index = 0; ///< Ref: operand index
+  int64_t ref = 0;    ///< Ref: for messages
+  c10::IValue constant;
+  /// Shared so a compiled call can be copied (kept in a vector).
+  std::shared_ptr<ComplexArg> complex;
+};
+
+/// A ref an ATen call touches. Operands are numbered: Ref slots in argument
+/// order, refs inside complex arguments, then results.
+struct Operand {
+  int64_t ref;
+  bool mutated = false;
+  bool result = false;
+  int complexSlot = -1; ///< inside that slot's complex argument
+};
+using Operands = c10::SmallVector<Operand, 6>;
+
+/// An ATen call with its arguments bound; refs are operand indexes, resolved
+/// to cells through a frame when run.
+struct CompiledOp {
+  const OpInfo *op = nullptr;
+  c10::SmallVector<Slot, 4> slots;
+  c10::SmallVector<uint32_t, 2> results;
+  c10::SmallVector<uint32_t, 3> outputs; ///< results + mutated operands
 };
 
 /// The static (submit-time) state of a ref on this rank.
@@ -210,6 +276,7 @@ struct RefState {
   int64_t sharedBorrow = -1;  ///< latest read-only borrow of it
   int sharedBorrows = 0;
   int64_t borrowOf = -1; ///< this ref is the result of that borrow
+  Cell *cell = nullptr;
 };
 
 enum class BorrowPhase { Created, FirstUse, LastUse, Dropped };
@@ -229,6 +296,27 @@ struct Borrow {
   std::shared_ptr<BorrowSync> sync = std::make_shared<BorrowSync>();
 };
 
+/// A recording body compiled once at DefineRecording: possible when it is
+/// plain ATen calls and ref deletions on one stream and one mesh, using
+/// only refs it defined or its formals. Anything else is expanded call by
+/// call (which also reports the errors of a body that cannot run).
+struct CompiledRecording {
+  struct Step {
+    int64_t id;
+    std::string location;
+    std::string_view name;
+    CompiledOp op; ///< unless a deletion
+    bool isDelete = false;
+    c10::SmallVector<uint32_t, 2> frees; ///< frame indexes a deletion clears
+  };
+  int64_t id = 0;
+  int64_t stream = 0;
+  int64_t mesh = 0;
+  size_t formals = 0, results = 0, locals = 0;
+  std::vector<bool> formalWritten;
+  std::vector<Step> steps; ///< contiguous: walked once per call
+};
+
 int64_t mixedRank(const mesh::MeshView &view,
                   const std::vector<int64_t> &coords,
                   const std::vector<std::string> &dims) {
@@ -240,6 +328,101 @@ int64_t mixedRank(const mesh::MeshView &view,
   return value;
 }
 
+/// True when `v` holds a constant tensor: a compiled recording would share
+/// it between calls, where expansion converts it anew for each.
+bool hasTensorConstant(const plan::Value &v) {
+  switch (v.kind_case()) {
+  case plan::Value::kTensor:
+    return true;
+  case plan::Value::kList:
+    for (const auto &e : v.list().values())
+      if (hasTensorConstant(e))
+        return true;
+    return false;
+  case plan::Value::kOptional:
+    return v.optional().has_value() && hasTensorConstant(v.optional().value());
+  default:
+    return false;
+  }
+}
+
+/// Binds an ATen call's returned values (tensors, tensor lists, scalars as
+/// 0-d tensors) to `n` result cells, in order.
+void bindResults(std::vector<c10::IValue> &values, Cell *const *frame,
+                 const uint32_t *results, size_t n) {
+  size_t k = 0;
+  auto bind = [&](at::Tensor t) {
+    if (k < n)
+      frame[results[k]]->setTensor(std::move(t));
+    ++k;
+  };
+  for (auto &v : values) {
+    if (v.isTensor())
+      bind(std::move(v).toTensor());
+    else if (v.isTensorList())
+      for (const at::Tensor &t : v.toTensorList())
+        bind(t);
+    else if (v.isInt())
+      bind(at::scalar_tensor(v.toInt(), at::kLong));
+    else if (v.isDouble())
+      bind(at::scalar_tensor(v.toDouble(), at::kDouble));
+    else if (v.isBool())
+      bind(at::scalar_tensor(v.toBool(), at::kBool));
+    else if (!v.isNone())
+      throw std::runtime_error("cannot bind a result of type " + v.tagKind());
+  }
+  if (k < n)
+    throw std::runtime_error("produced " + std::to_string(k) +
+                             " tensors but the instruction binds " +
+                             std::to_string(n) + " results");
+}
+
+/// Runs a compiled ATen call; refs resolve through `frame`.
+void invoke(const CompiledOp &c, Cell *const *frame,
+            std::vector<c10::IValue> &stack) {
+  stack.clear();
+  for (const Slot &s : c.slots) {
+    switch (s.kind) {
+    case Slot::Constant:
+      stack.push_back(s.constant);
+      break;
+    case Slot::Ref: {
+      const Cell &cell = *frame[s.index];
+      if (cell.value.error)
+        throw DependentError{cell.value.error};
+      if (!cell.bound)
+        throw std::runtime_error("ref " + std::to_string(s.ref) +
+                                 " has no value on this rank");
+      stack.emplace_back(cell.value.tensor);
+      break;
+    }
+    case Slot::Complex: {
+      const RefCells &cells = s.complex->cells;
+      stack.push_back(toIValue(s.complex->value, s.complex->arg->type,
+                               s.complex->arg->fixedSize,
+                               [&](int64_t r) { return cells.tensor(r); }));
+      break;
+    }
+    }
+  }
+  c.op->op.callBoxed(&stack);
+  bindResults(stack, frame, c.results.data(), c.results.size());
+  stack.clear();
+}
+
+void bindError(Cell *const *frame, const uint32_t *outputs, size_t n,
+               const ErrorPtr &e) {
+  for (size_t k = 0; k < n; ++k)
+    frame[outputs[k]]->setError(e);
+}
+
+std::string recordingWhere(int64_t recording, int64_t call,
+                           const std::string &location) {
+  return " (recording " + std::to_string(recording) +
+         ", called by instruction " + std::to_string(call) +
+         (location.empty() ? "" : " at " + location) + ")";
+}
+
 } // namespace
 
 struct Executor::Impl {
@@ -249,19 +432,106 @@ struct Executor::Impl {
       setRoot(options.rootShape);
     if (options.memoryCapBytes)
       setMemoryCap(options.memoryCapBytes);
-    lookup = [this](int64_t ref) {
-      RefValue v = table.get(ref);
-      if (v.error)
-        throw DependentError{v.error};
-      return v.tensor;
-    };
-    streams.emplace(0, std::make_unique<SerialQueue>("default"));
+    if (callbacks.onTrace)
+      traceSink = [this](int64_t instruction, int64_t stream,
+                         std::string_view name, int64_t recording,
+                         int64_t start, int64_t end) {
+        plan::TraceEvent event;
+        event.set_instruction(instruction);
+        event.set_stream(stream);
+        event.set_name(name.data(), name.size());
+        event.set_start_ns(start);
+        event.set_end_ns(end);
+        event.set_recording(recording);
+        std::lock_guard<std::mutex> lock(callbackMutex);
+        callbacks.onTrace(event);
+      };
+    addQueue(0, "default");
   }
 
   ~Impl() {
+    flush();
     streams.clear(); // join stream threads before the state they use goes
     if (options.memoryCapBytes)
       setMemoryCap(0);
+  }
+
+  /// A stream: its thread, and the tasks submitted but not yet handed over.
+  struct Stream {
+    std::unique_ptr<SerialQueue> queue;
+    TaskBatch batch;
+    uint64_t pushed = 0; ///< tasks ever submitted to it
+    /// Cells of deleted refs, reusable once the stream has run that many
+    /// tasks (the task clearing them and every earlier use).
+    std::deque<std::pair<uint64_t, Cell *>> retired;
+  };
+
+  // --- queues and cells ------------------------------------------------------
+
+  void addQueue(int64_t id, std::string name) {
+    Stream s;
+    s.queue = std::make_unique<SerialQueue>(std::move(name), id,
+                                            traceSink ? &traceSink : nullptr);
+    streams.emplace(id, std::move(s));
+  }
+
+  Stream &stream(int64_t id) {
+    auto it = streams.find(id);
+    return it == streams.end() ? streams.at(0) : it->second;
+  }
+
+  void push(Stream &s, TaskPtr task) {
+    s.batch.push_back(std::move(task));
+    ++s.pushed;
+  }
+
+  /// Sets what a trace event of `task` reports.
+  TaskPtr traced(TaskPtr task, const plan::Instruction &inst,
+                 std::string_view name) {
+    task->instruction = inst.id();
+    task->recording = expanding;
+    task->name = name;
+    return task;
+  }
+
+  /// Hands every stream its submitted tasks.
+  void flush() {
+    for (auto &[id, s] : streams)
+      s.queue->push(s.batch);
+  }
+
+  Cell *allocCell() {
+    if (freeCells.empty())
+      for (auto &[id, s] : streams) {
+        uint64_t done = s.queue->completed();
+        while (!s.retired.empty() && s.retired.front().first <= done) {
+          freeCells.push_back(s.retired.front().second);
+          s.retired.pop_front();
+        }
+      }
+    if (freeCells.empty())
+      return &cellStore.emplace_back();
+    Cell *c = freeCells.back();
+    freeCells.pop_back();
+    return c;
+  }
+
+  /// Clears `cells` on `s` and recycles them once that has run.
+  using CellList = c10::SmallVector<Cell *, 4>;
+
+  void release(Stream &s, CellList cells, const plan::Instruction *inst) {
+    if (cells.empty() && !inst)
+      return;
+    // Cells inline: deleting a ref or two costs one allocation.
+    TaskPtr task = makeTask([cells](StreamContext &) {
+      for (Cell *c : cells)
+        c->clear();
+    });
+    if (inst)
+      task = traced(std::move(task), *inst, kindName(*inst));
+    push(s, std::move(task));
+    for (Cell *c : cells)
+      s.retired.emplace_back(s.pushed, c);
   }
 
   // --- reporting -------------------------------------------------------------
@@ -278,32 +548,63 @@ struct Executor::Impl {
     callbacks.onFailure(f);
   }
 
-  ErrorPtr rootError(const InstInfo &info, const std::string &message) {
+  ErrorPtr rootError(int64_t id, const std::string &location,
+                     const std::string &message) {
     auto e = std::make_shared<ErrorRecord>(
-        ErrorRecord{info.id, options.rank, message, info.location});
+        ErrorRecord{id, options.rank, message, location});
     report(*e);
     return e;
   }
 
-  void bindError(const std::vector<int64_t> &refs, const ErrorPtr &e) {
-    for (int64_t r : refs)
-      table.set(r, RefValue{at::Tensor(), e});
+  ErrorPtr rootError(const InstInfo &info, const std::string &message) {
+    return rootError(info.id, info.location, message);
   }
 
   /// Runs `body` as one instruction: an errored input makes `outputs`
   /// dependent errors; an exception makes them point at a new root failure.
-  void execute(const InstInfo &info, const std::vector<int64_t> &outputs,
-               const std::function<void()> &body) {
+  template <typename Body>
+  void execute(const InstInfo &info, const std::vector<Cell *> &outputs,
+               Body &&body) {
+    auto bind = [&](const ErrorPtr &e) {
+      for (Cell *c : outputs)
+        c->setError(e);
+    };
     try {
       body();
     } catch (const DependentError &d) {
-      bindError(outputs, d.root);
+      bind(d.root);
     } catch (const c10::Error &e) {
-      bindError(outputs, rootError(info, e.what_without_backtrace()));
+      bind(rootError(info, e.what_without_backtrace()));
     } catch (const std::exception &e) {
-      bindError(outputs, rootError(info, e.what()));
+      bind(rootError(info, e.what()));
     } catch (...) {
-      bindError(outputs, rootError(info, "unknown exception"));
+      bind(rootError(info, "unknown exception"));
+    }
+  }
+
+  /// execute() for a compiled ATen call; `where()` gives its location (built
+  /// only on failure).
+  template <typename Where>
+  void runOp(int64_t id, Where &&where, const CompiledOp &op,
+             Cell *const *frame, std::vector<c10::IValue> &stack) {
+    const uint32_t *outputs = op.outputs.data();
+    size_t n = op.outputs.size();
+    try {
+      invoke(op, frame, stack);
+      return;
+    } catch (const DependentError &d) {
+      stack.clear();
+      bindError(frame, outputs, n, d.root);
+    } catch (const c10::Error &e) {
+      stack.clear();
+      bindError(frame, outputs, n,
+                rootError(id, where(), e.what_without_backtrace()));
+    } catch (const std::exception &e) {
+      stack.clear();
+      bindError(frame, outputs, n, rootError(id, where(), e.what()));
+    } catch (...) {
+      stack.clear();
+      bindError(frame, outputs, n, rootError(id, where(), "unknown exception"));
     }
   }
 
@@ -315,6 +616,7 @@ struct Executor::Impl {
       throw std::invalid_argument("invalid root mesh: " + view.error().message);
     meshes.erase(0);
     meshes.emplace(0, view.value());
+    membership[0] = view.value().contains(options.rank);
   }
 
   Status addMesh(const plan::Mesh &m) {
@@ -323,6 +625,7 @@ struct Executor::Impl {
       return view.status();
     meshes.erase(m.id());
     meshes.emplace(m.id(), view.value());
+    membership[m.id()] = view.value().contains(options.rank);
     return Status();
   }
 
@@ -330,16 +633,14 @@ struct Executor::Impl {
     if (streams.count(s.id()))
       return Status(ErrorCode::Invalid,
                     "stream " + std::to_string(s.id()) + " already exists");
-    streams.emplace(
-        s.id(),
-        std::make_unique<SerialQueue>(
-            s.name().empty() ? "stream" + std::to_string(s.id()) : s.name()));
+    addQueue(s.id(),
+             s.name().empty() ? "stream" + std::to_string(s.id()) : s.name());
     return Status();
   }
 
   std::string streamName(int64_t id) const {
     auto it = streams.find(id);
-    return it == streams.end() ? std::to_string(id) : it->second->name();
+    return it == streams.end() ? std::to_string(id) : it->second.queue->name();
   }
 
   const mesh::MeshView *meshOf(int64_t id) const {
@@ -347,38 +648,80 @@ struct Executor::Impl {
     return it == meshes.end() ? nullptr : &it->second;
   }
 
-  SerialQueue &queue(int64_t stream) {
-    auto it = streams.find(stream);
-    return *(it == streams.end() ? streams.at(0) : it->second);
-  }
-
   InstPtr info(const plan::Instruction &inst) {
     return std::make_shared<const InstInfo>(
         InstInfo{inst.id(), inst.stream(), inst.location()});
   }
 
-  void define(int64_t ref, int64_t stream) {
-    RefState st;
-    st.stream = stream;
-    refs[ref] = st;
-    dropped.erase(ref);
+  /// (Re)defines `ref` as owned by `stream`; returns its cell. A ref
+  /// redefined on another stream gets a new cell: the old one may still be
+  /// in use on its stream.
+  Cell *define(int64_t ref, int64_t streamId) {
+    auto [it, inserted] = refs.emplace(ref, RefState());
+    RefState &st = it->second;
+    Cell *cell = st.cell;
+    if (!inserted && st.stream != streamId) {
+      release(stream(st.stream), {cell}, nullptr);
+      cell = nullptr;
+    }
+    if (!cell)
+      cell = allocCell();
+    st = RefState();
+    st.stream = streamId;
+    st.cell = cell;
+    if (!dropped.empty())
+      dropped.erase(ref);
+    return cell;
+  }
+
+  /// The cell of `ref` when it is owned by `stream`, else null.
+  Cell *cellOn(int64_t ref, int64_t streamId) {
+    auto it = refs.find(ref);
+    return it == refs.end() || it->second.stream != streamId ? nullptr
+                                                             : it->second.cell;
+  }
+
+  /// Removes `ref` from the static state and frees its value on its stream.
+  void forget(int64_t ref, const plan::Instruction *inst = nullptr) {
+    auto it = refs.find(ref);
+    if (it == refs.end())
+      return;
+    Cell *cell = it->second.cell;
+    int64_t owner = it->second.stream;
+    refs.erase(it);
+    release(stream(owner), {cell}, inst);
   }
 
   /// Fails an instruction before it runs; its outputs become errors.
   void failStatic(const plan::Instruction &inst, const std::string &message,
                   const std::vector<int64_t> &outputs) {
-    int64_t stream = streams.count(inst.stream()) ? inst.stream() : 0;
-    for (int64_t r : outputs)
-      if (!refs.count(r))
-        define(r, stream);
-    InstPtr i = info(inst);
-    queue(stream).push([this, i, message, outputs] {
-      bindError(outputs, rootError(*i, message));
-    });
+    int64_t sid = streams.count(inst.stream()) ? inst.stream() : 0;
+    auto error = std::make_shared<ErrorRecord>(
+        ErrorRecord{inst.id(), options.rank, message, inst.location()});
+    std::vector<Cell *> mine;
+    for (int64_t r : outputs) {
+      auto it = refs.find(r);
+      if (it == refs.end()) {
+        mine.push_back(define(r, sid));
+      } else if (it->second.stream == sid) {
+        mine.push_back(it->second.cell);
+      } else {
+        // Owned by another stream: bind the error there, in its order.
+        Cell *c = it->second.cell;
+        push(stream(it->second.stream),
+             makeTask([c, error](StreamContext &) { c->setError(error); }));
+      }
+    }
+    push(stream(sid), traced(makeTask([this, error, mine](StreamContext &) {
+                               report(*error);
+                               for (Cell *c : mine)
+                                 c->setError(error);
+                             }),
+                             inst, kindName(inst)));
   }
 
   /// Empty when `ref` may be used (`write`: mutated) on `stream`.
-  std::string checkUse(int64_t ref, int64_t stream, bool write) {
+  std::string checkUse(int64_t ref, int64_t streamId, bool write) {
     auto it = refs.find(ref);
     if (it == refs.end()) {
       auto d = dropped.find(ref);
@@ -388,10 +731,10 @@ struct Executor::Impl {
              std::to_string(options.rank);
     }
     RefState &st = it->second;
-    if (st.stream != stream)
+    if (st.stream != streamId)
       return "WRONG_STREAM: ref " + std::to_string(ref) +
              " belongs to stream '" + streamName(st.stream) +
-             "' but is used on stream '" + streamName(stream) + "'";
+             "' but is used on stream '" + streamName(streamId) + "'";
     if (st.mutableBorrow >= 0)
       return "BORROWED: ref " + std::to_string(ref) +
              " is mutably borrowed by borrow " +
@@ -410,7 +753,7 @@ struct Executor::Impl {
                " would be mutated but it is a read-only borrow (borrow " +
                std::to_string(b.id) + ")";
       if (b.phase == BorrowPhase::Created)
-        firstUse(b);
+        firstUse(b, nullptr);
     }
     if (write && st.sharedBorrows > 0)
       return "ref " + std::to_string(ref) +
@@ -428,8 +771,9 @@ struct Executor::Impl {
       return (src && src->contains(options.rank)) ||
              (dst && dst->contains(options.rank));
     }
-    const auto *m = meshOf(inst.mesh());
-    return !m || m->contains(options.rank); // unknown mesh: fail loudly
+    // Cached: MeshView::contains allocates (coordinates), per instruction.
+    auto it = membership.find(inst.mesh());
+    return it == membership.end() || it->second; // unknown mesh: fail loudly
   }
 
   std::vector<int64_t> definedRefs(const plan::Instruction &inst) {
@@ -451,10 +795,13 @@ struct Executor::Impl {
       if (Status s = addStream(inst.create_stream().stream()); !s.isOk())
         failStatic(inst, s.message(), {});
       return;
-    case plan::Instruction::kDefineRecording:
-      recordings[inst.define_recording().recording().id()] =
-          inst.define_recording().recording();
+    case plan::Instruction::kDefineRecording: {
+      const plan::Recording &rec = inst.define_recording().recording();
+      Recording &r = recordings[rec.id()];
+      r.plan = rec;
+      r.compiled = compileRecording(rec);
       return;
+    }
     case plan::Instruction::kCallRecording:
       callRecording(inst);
       return;
@@ -517,19 +864,22 @@ struct Executor::Impl {
             inst, "unknown dim '" + d + "' of mesh " + view.shapeString(),
             {rt.result()});
     int64_t value = mixedRank(view, *view.coordsOf(options.rank), dims);
-    define(rt.result(), inst.stream());
+    Cell *cell = define(rt.result(), inst.stream());
     InstPtr i = info(inst);
-    int64_t result = rt.result();
-    queue(inst.stream()).push([this, i, value, result] {
-      execute(*i, {result}, [&] {
-        table.set(result,
-                  RefValue{at::scalar_tensor(value, at::kLong), nullptr});
-      });
-    });
+    push(stream(inst.stream()),
+         traced(makeTask([this, i, value, cell](StreamContext &) {
+                  execute(*i, {cell}, [&] {
+                    cell->setTensor(at::scalar_tensor(value, at::kLong));
+                  });
+                }),
+                inst, kindName(inst)));
   }
 
-  const c10::OperatorHandle *findOp(const plan::CallOp &call,
-                                    std::string &error) {
+  // --- ATen calls ------------------------------------------------------------
+
+  /// The digested schema of `call`'s operator, cached for the executor's
+  /// lifetime; null (with `error`) when there is no such operator.
+  const OpInfo *findOp(const plan::CallOp &call, std::string &error) {
     // Reused buffer: most "aten::op.overload" names are past the small
     // string size and this runs once per instruction.
     opKey.assign(call.name());
@@ -537,148 +887,140 @@ struct Executor::Impl {
       opKey.append(".").append(call.overload());
     auto it = ops.find(opKey);
     if (it != ops.end())
-      return &it->second;
+      return it->second.get();
     auto handle = c10::Dispatcher::singleton().findSchema(
         c10::OperatorName(call.name(), call.overload()));
     if (!handle) {
       error = "unknown operator " + opKey;
       return nullptr;
     }
-    return &ops.emplace(opKey, *handle).first->second;
+    auto op = std::make_unique<OpInfo>(OpInfo{*handle, opKey, {}});
+    for (const c10::Argument &arg : handle->schema().arguments()) {
+      OpInfo::Arg a;
+      a.type = arg.type();
+      a.fixedSize = arg.N() ? *arg.N() : 0;
+      a.isTensor = a.type->kind() == c10::TypeKind::TensorType;
+      a.mutated = arg.alias_info() && arg.alias_info()->isWrite();
+      op->args.push_back(std::move(a));
+    }
+    return ops.emplace(opKey, std::move(op)).first->second.get();
   }
 
-  void callOp(const plan::Instruction &inst) {
-    const auto &call = inst.call_op();
-    std::vector<int64_t> results(call.results().begin(), call.results().end());
-    std::string error;
-    const c10::OperatorHandle *op = findOp(call, error);
-    if (!op)
-      return failStatic(inst, error, results);
-    const c10::FunctionSchema &schema = op->schema();
-    const auto &args = schema.arguments();
-    std::vector<const plan::Value *> bound(args.size(), nullptr);
-    if (static_cast<size_t>(call.args_size()) > args.size())
-      return failStatic(inst,
-                        opName(call) + " takes " + std::to_string(args.size()) +
-                            " arguments but " +
-                            std::to_string(call.args_size()) + " were given",
-                        results);
+  /// Binds `call`'s arguments against its schema: constants converted,
+  /// refs numbered as operands. False (with `error`) for a bad call.
+  bool compileOp(const plan::CallOp &call, CompiledOp &out, Operands &operands,
+                 std::string &error) {
+    const OpInfo *info = findOp(call, error);
+    if (!info)
+      return false;
+    out.op = info;
+    const c10::FunctionSchema &schema = info->op.schema();
+    size_t nargs = info->args.size();
+    if (static_cast<size_t>(call.args_size()) > nargs) {
+      error = info->name + " takes " + std::to_string(nargs) +
+              " arguments but " + std::to_string(call.args_size()) +
+              " were given";
+      return false;
+    }
+    c10::SmallVector<const plan::Value *, 8> bound(nargs, nullptr);
     for (int i = 0; i < call.args_size(); ++i)
       bound[i] = &call.args(i);
     for (const auto &kw : call.kwargs()) {
       auto idx = schema.argumentIndexWithName(kw.name());
-      if (!idx)
-        return failStatic(inst,
-                          opName(call) + " has no argument '" + kw.name() + "'",
-                          results);
+      if (!idx) {
+        error = info->name + " has no argument '" + kw.name() + "'";
+        return false;
+      }
       bound[*idx] = &kw.value();
     }
-
-    auto compiled = std::make_shared<CompiledCall>(
-        CompiledCall{*op,
-                     InstInfo{inst.id(), inst.stream(), inst.location()},
-                     {},
-                     results,
-                     results});
-    compiled->slots.reserve(args.size());
-    std::vector<int64_t> &outputs = compiled->outputs;
-    std::vector<std::pair<int64_t, bool>> uses; // (ref, mutated)
-    uses.reserve(args.size());
-    for (size_t i = 0; i < args.size(); ++i) {
-      const c10::Argument &arg = args[i];
-      Slot slot;
-      slot.type = arg.type();
-      slot.fixedSize = arg.N() ? *arg.N() : 0;
+    out.slots.resize(nargs);
+    for (size_t i = 0; i < nargs; ++i) {
+      const OpInfo::Arg &a = info->args[i];
+      Slot &slot = out.slots[i];
       if (!bound[i]) {
-        if (!arg.default_value())
-          return failStatic(
-              inst, opName(call) + ": missing argument '" + arg.name() + "'",
-              results);
-        slot.constant = *arg.default_value();
+        const auto &def = schema.arguments()[i].default_value();
+        if (!def) {
+          error = info->name + ": missing argument '" +
+                  schema.arguments()[i].name() + "'";
+          return false;
+        }
+        slot.constant = *def;
       } else if (isConstant(*bound[i])) {
         try {
-          slot.constant =
-              toIValue(*bound[i], slot.type, slot.fixedSize, lookup);
+          slot.constant = toIValue(*bound[i], a.type, a.fixedSize, noRefs);
         } catch (const std::exception &e) {
-          return failStatic(inst,
-                            opName(call) + ": argument '" + arg.name() +
-                                "': " + e.what(),
-                            results);
+          error = info->name + ": argument '" + schema.arguments()[i].name() +
+                  "': " + e.what();
+          return false;
         }
+      } else if (bound[i]->kind_case() == plan::Value::kRef && a.isTensor) {
+        // The common case, resolved to a cell at submit time.
+        slot.kind = Slot::Ref;
+        slot.ref = bound[i]->ref();
+        slot.index = static_cast<uint32_t>(operands.size());
+        operands.push_back(Operand{slot.ref, a.mutated});
+        if (a.mutated)
+          out.outputs.push_back(slot.index);
       } else {
-        const auto &alias = arg.alias_info();
-        bool mutated = alias && alias->isWrite();
-        if (bound[i]->kind_case() == plan::Value::kRef &&
-            slot.type->kind() == c10::TypeKind::TensorType) {
-          slot.isRef = true; // the common case, resolved directly
-          slot.ref = bound[i]->ref();
-          uses.emplace_back(slot.ref, mutated);
-          if (mutated)
-            outputs.push_back(slot.ref);
-        } else {
-          slot.value = std::make_unique<plan::Value>(*bound[i]);
-          visitValueRefs(*bound[i], RefRole::Read, [&](int64_t r, RefRole) {
-            uses.emplace_back(r, mutated);
-            if (mutated)
-              outputs.push_back(r);
-          });
-        }
+        slot.kind = Slot::Complex;
+        slot.complex =
+            std::make_shared<ComplexArg>(ComplexArg{*bound[i], &a, {}});
+        visitValueRefs(*bound[i], RefRole::Read, [&](int64_t r, RefRole) {
+          if (a.mutated)
+            out.outputs.push_back(static_cast<uint32_t>(operands.size()));
+          operands.push_back(Operand{r, a.mutated, false, static_cast<int>(i)});
+        });
       }
-      compiled->slots.push_back(std::move(slot));
     }
-    for (const auto &[r, mutated] : uses)
-      if (std::string e = checkUse(r, inst.stream(), mutated); !e.empty())
-        return failStatic(inst, e, results);
-    for (int64_t r : results)
-      define(r, inst.stream());
-
-    queue(inst.stream()).push([this, compiled] {
-      execute(compiled->info, compiled->outputs, [&] { runCall(*compiled); });
-    });
+    for (int64_t r : call.results()) {
+      auto k = static_cast<uint32_t>(operands.size());
+      operands.push_back(Operand{r, false, true});
+      out.results.push_back(k);
+      out.outputs.push_back(k);
+    }
+    return true;
   }
 
-  void runCall(const CompiledCall &call) {
-    torch::jit::Stack stack;
-    stack.reserve(call.slots.size());
-    for (const Slot &s : call.slots) {
-      if (s.constant)
-        stack.push_back(*s.constant);
-      else if (s.isRef)
-        stack.push_back(lookup(s.ref));
-      else
-        stack.push_back(toIValue(*s.value, s.type, s.fixedSize, lookup));
-    }
-    call.op.callBoxed(&stack);
-    bindResults(stack, call.results);
-  }
+  /// A queued ATen call: one allocation with everything it needs.
+  struct CallTask final : Task {
+    Impl *impl;
+    CompiledOp op;
+    c10::SmallVector<Cell *, 6> frame; ///< operand cells
+    std::string location;
 
-  void bindResults(const std::vector<c10::IValue> &values,
-                   const std::vector<int64_t> &results) {
-    size_t k = 0;
-    auto bind = [&](const at::Tensor &t) {
-      if (k < results.size())
-        table.set(results[k], RefValue{t, nullptr});
-      ++k;
-    };
-    for (const auto &v : values) {
-      if (v.isTensor())
-        bind(v.toTensor());
-      else if (v.isTensorList())
-        for (const at::Tensor &t : v.toTensorList())
-          bind(t);
-      else if (v.isInt())
-        bind(at::scalar_tensor(v.toInt(), at::kLong));
-      else if (v.isDouble())
-        bind(at::scalar_tensor(v.toDouble(), at::kDouble));
-      else if (v.isBool())
-        bind(at::scalar_tensor(v.toBool(), at::kBool));
-      else if (!v.isNone())
-        throw std::runtime_error("cannot bind a result of type " + v.tagKind());
+    void run(StreamContext &ctx) override {
+      impl->runOp(
+          instruction, [&]() -> const std::string & { return location; }, op,
+          frame.data(), ctx.stack);
     }
-    if (k < results.size())
-      throw std::runtime_error("produced " + std::to_string(k) +
-                               " tensors but the instruction binds " +
-                               std::to_string(results.size()) + " results");
+  };
+
+  void callOp(const plan::Instruction &inst) {
+    const auto &call = inst.call_op();
+    auto task = std::make_unique<CallTask>();
+    Operands operands;
+    std::string error;
+    if (!compileOp(call, task->op, operands, error))
+      return failStatic(inst, error,
+                        {call.results().begin(), call.results().end()});
+    for (const Operand &o : operands)
+      if (!o.result)
+        if (std::string e = checkUse(o.ref, inst.stream(), o.mutated);
+            !e.empty())
+          return failStatic(inst, e,
+                            {call.results().begin(), call.results().end()});
+    task->frame.reserve(operands.size());
+    for (const Operand &o : operands)
+      task->frame.push_back(o.result ? define(o.ref, inst.stream())
+                                     : refs.find(o.ref)->second.cell);
+    for (size_t k = 0; k < operands.size(); ++k)
+      if (operands[k].complexSlot >= 0)
+        task->op.slots[operands[k].complexSlot].complex->cells.add(
+            operands[k].ref, task->frame[k]);
+    task->impl = this;
+    task->location = inst.location();
+    std::string_view name = task->op.op->name;
+    push(stream(inst.stream()), traced(std::move(task), inst, name));
   }
 
   /// Shared by CallFunction and CallActor: refs checked, args converted
@@ -691,25 +1033,41 @@ struct Executor::Impl {
           fn) {
     std::vector<int64_t> results(res.begin(), res.end());
     std::string error;
+    std::vector<int64_t> reads;
     visitRefs(inst, [&](int64_t r, RefRole role) {
-      if (role == RefRole::Read && error.empty())
-        error = checkUse(r, inst.stream(), false);
+      if (role == RefRole::Read) {
+        reads.push_back(r);
+        if (error.empty())
+          error = checkUse(r, inst.stream(), false);
+      }
     });
     if (!error.empty())
       return failStatic(inst, error, results);
+    RefCells cells;
+    for (int64_t r : reads)
+      cells.add(r, refs.find(r)->second.cell);
+    std::vector<Cell *> outputs;
     for (int64_t r : results)
-      define(r, inst.stream());
+      outputs.push_back(define(r, inst.stream()));
     InstPtr i = info(inst);
     std::vector<plan::Value> argv(args.begin(), args.end());
-    queue(inst.stream()).push([this, i, argv, results, fn] {
-      execute(*i, results, [&] {
-        std::vector<c10::IValue> in;
-        for (const auto &a : argv)
-          in.push_back(toIValue(a, lookup));
-        std::vector<at::Tensor> out = fn(in);
-        bindResults(std::vector<c10::IValue>(out.begin(), out.end()), results);
-      });
-    });
+    push(stream(inst.stream()),
+         traced(makeTask([this, i, argv, cells, outputs, fn](StreamContext &) {
+                  execute(*i, outputs, [&] {
+                    std::vector<c10::IValue> in;
+                    for (const auto &a : argv)
+                      in.push_back(toIValue(
+                          a, [&](int64_t r) { return cells.tensor(r); }));
+                    std::vector<c10::IValue> out;
+                    for (auto &t : fn(in))
+                      out.emplace_back(std::move(t));
+                    std::vector<uint32_t> idx(outputs.size());
+                    for (size_t k = 0; k < idx.size(); ++k)
+                      idx[k] = static_cast<uint32_t>(k);
+                    bindResults(out, outputs.data(), idx.data(), idx.size());
+                  });
+                }),
+                inst, kindName(inst)));
   }
 
   void callFunction(const plan::Instruction &inst) {
@@ -734,13 +1092,15 @@ struct Executor::Impl {
              });
   }
 
-  CollectiveEnv collectiveEnv(const InstPtr &i) {
+  // --- collectives -----------------------------------------------------------
+
+  CollectiveEnv collectiveEnv(const InstPtr &i, const RefCells &cells) {
     CollectiveEnv env;
     env.rank = options.rank;
     env.stream = i->stream;
     env.backend = options.collectives.get();
     env.cache = &comms;
-    env.table = &table;
+    env.table = &cells;
     env.fail = [this, i](const std::string &m) { return rootError(*i, m); };
     return env;
   }
@@ -757,16 +1117,25 @@ struct Executor::Impl {
     std::string useError = checkUse(r.input(), inst.stream(), r.in_place());
     if (useError.empty() && r.has_out())
       useError = checkUse(r.out(), inst.stream(), true);
+    // Only refs of this stream: the others are not this thread's to touch.
+    RefCells cells;
+    if (Cell *c = cellOn(r.input(), inst.stream()))
+      cells.add(r.input(), c);
+    if (r.has_out())
+      if (Cell *c = cellOn(r.out(), inst.stream()))
+        cells.add(r.out(), c);
     if (!r.in_place())
-      define(r.result(), inst.stream());
+      cells.add(r.result(), define(r.result(), inst.stream()));
     InstPtr i = info(inst);
     plan::Reduce op = r;
-    queue(inst.stream()).push([this, i, op, view, useError] {
-      CollectiveEnv env = collectiveEnv(i);
-      if (!useError.empty())
-        env.inputError = rootError(*i, useError);
-      execute(*i, {}, [&] { runReduce(env, op, view); });
-    });
+    push(stream(inst.stream()),
+         traced(makeTask([this, i, op, view, useError, cells](StreamContext &) {
+                  CollectiveEnv env = collectiveEnv(i, cells);
+                  if (!useError.empty())
+                    env.inputError = rootError(*i, useError);
+                  execute(*i, {}, [&] { runReduce(env, op, view); });
+                }),
+                inst, kindName(inst)));
   }
 
   void send(const plan::Instruction &inst) {
@@ -782,19 +1151,26 @@ struct Executor::Impl {
     if (std::string e = checkSend(*src, *dst); !e.empty())
       return failStatic(inst, e, outputs);
     std::string useError;
-    if (src->contains(options.rank))
+    RefCells cells;
+    if (src->contains(options.rank)) {
       useError = checkUse(s.input(), inst.stream(), false);
+      if (Cell *c = cellOn(s.input(), inst.stream()))
+        cells.add(s.input(), c);
+    }
     if (amDest)
-      define(s.result(), inst.stream());
+      cells.add(s.result(), define(s.result(), inst.stream()));
     InstPtr i = info(inst);
     plan::SendTensor op = s;
     mesh::MeshView source = *src, dest = *dst;
-    queue(inst.stream()).push([this, i, op, source, dest, useError] {
-      CollectiveEnv env = collectiveEnv(i);
-      if (!useError.empty())
-        env.inputError = rootError(*i, useError);
-      execute(*i, {}, [&] { runSend(env, op, source, dest); });
-    });
+    push(stream(inst.stream()),
+         traced(makeTask([this, i, op, source, dest, useError,
+                          cells](StreamContext &) {
+                  CollectiveEnv env = collectiveEnv(i, cells);
+                  if (!useError.empty())
+                    env.inputError = rootError(*i, useError);
+                  execute(*i, {}, [&] { runSend(env, op, source, dest); });
+                }),
+                inst, kindName(inst)));
   }
 
   // --- borrows (DESIGN.md §6.4)
@@ -818,74 +1194,87 @@ struct Executor::Impl {
     if (std::string e = checkUse(bc.input(), bc.from_stream(), false);
         !e.empty())
       return failStatic(inst, e, outputs);
-    RefState &origin = refs.at(bc.input());
-    if (bc.mutable_() && origin.sharedBorrows > 0)
-      return failStatic(inst,
-                        "cannot borrow ref " + std::to_string(bc.input()) +
-                            " mutably: it is borrowed read-only (borrow " +
-                            std::to_string(origin.sharedBorrow) + ")",
-                        outputs);
-    if (origin.borrowOf >= 0 && bc.mutable_() &&
-        !borrows.at(origin.borrowOf).isMutable)
-      return failStatic(inst,
-                        "cannot borrow ref " + std::to_string(bc.input()) +
-                            " mutably: it is itself a read-only borrow",
-                        outputs);
+    {
+      RefState &origin = refs.at(bc.input());
+      if (bc.mutable_() && origin.sharedBorrows > 0)
+        return failStatic(inst,
+                          "cannot borrow ref " + std::to_string(bc.input()) +
+                              " mutably: it is borrowed read-only (borrow " +
+                              std::to_string(origin.sharedBorrow) + ")",
+                          outputs);
+      if (origin.borrowOf >= 0 && bc.mutable_() &&
+          !borrows.at(origin.borrowOf).isMutable)
+        return failStatic(inst,
+                          "cannot borrow ref " + std::to_string(bc.input()) +
+                              " mutably: it is itself a read-only borrow",
+                          outputs);
+    }
 
     Borrow b{bc.borrow(),   bc.input(),    bc.result(), bc.from_stream(),
              inst.stream(), bc.mutable_(), inst.id()};
-    if (b.isMutable) {
-      origin.mutableBorrow = b.id;
-    } else {
-      ++origin.sharedBorrows;
-      origin.sharedBorrow = b.id;
+    {
+      RefState &origin = refs.at(bc.input());
+      if (b.isMutable) {
+        origin.mutableBorrow = b.id;
+      } else {
+        ++origin.sharedBorrows;
+        origin.sharedBorrow = b.id;
+      }
     }
+    Cell *input = refs.at(b.input).cell;
     define(b.result, b.to);
-    refs[b.result].borrowOf = b.id;
+    refs.at(b.result).borrowOf = b.id;
     auto sync = b.sync;
-    int64_t input = b.input;
-    InstPtr i = info(inst);
     borrows.emplace(b.id, std::move(b));
     // The origin stream records the "event" once everything before the
     // borrow on it has run.
-    queue(bc.from_stream()).push([this, sync, input] {
-      try {
-        sync->value = table.get(input);
-      } catch (const std::exception &e) {
-        sync->value.error = std::make_shared<ErrorRecord>(
-            ErrorRecord{-1, options.rank, e.what(), ""});
-      }
-      sync->created.signal();
-    });
+    push(stream(bc.from_stream()),
+         traced(makeTask([this, sync, input](StreamContext &) {
+                  if (input->bound)
+                    sync->value = input->value;
+                  else
+                    sync->value.error =
+                        std::make_shared<ErrorRecord>(ErrorRecord{
+                            -1, options.rank, "borrowed ref has no value", ""});
+                  sync->created.signal();
+                }),
+                inst, kindName(inst)));
   }
 
   /// Created -> FirstUse: the receiving stream waits for the origin's event.
-  void firstUse(Borrow &b) {
+  /// `inst` is null when the first use is implied by a use.
+  void firstUse(Borrow &b, const plan::Instruction *inst) {
     b.phase = BorrowPhase::FirstUse;
     auto sync = b.sync;
-    int64_t result = b.result;
+    Cell *result = refs.at(b.result).cell;
     InstPtr i = std::make_shared<const InstInfo>(InstInfo{
         b.createdBy, b.to, "first use of borrow " + std::to_string(b.id)});
-    queue(b.to).push([this, sync, result, i] {
+    TaskPtr task = makeTask([this, sync, result, i](StreamContext &) {
       if (sync->created.wait(options.timeout))
-        table.set(result, sync->value);
+        result->set(sync->value);
       else
-        bindError({result}, rootError(*i, "timed out waiting for the origin "
-                                          "stream of the borrow"));
+        result->setError(rootError(*i, "timed out waiting for the origin "
+                                       "stream of the borrow"));
     });
+    if (inst)
+      task = traced(std::move(task), *inst, kindName(*inst));
+    push(stream(b.to), std::move(task));
   }
 
   /// FirstUse -> LastUse: the receiving stream is done; signal the origin.
-  void lastUse(Borrow &b) {
+  void lastUse(Borrow &b, const plan::Instruction *inst) {
     if (b.phase == BorrowPhase::Created)
-      firstUse(b);
+      firstUse(b, nullptr);
     b.phase = BorrowPhase::LastUse;
     auto sync = b.sync;
-    int64_t result = b.result;
-    queue(b.to).push([this, sync, result] {
-      table.erase(result);
+    Cell *result = refs.at(b.result).cell;
+    TaskPtr task = makeTask([sync, result](StreamContext &) {
+      result->clear();
       sync->lastUse.signal();
     });
+    if (inst)
+      task = traced(std::move(task), *inst, kindName(*inst));
+    push(stream(b.to), std::move(task));
   }
 
   void borrowStep(const plan::Instruction &inst) {
@@ -904,25 +1293,31 @@ struct Executor::Impl {
         return failStatic(
             inst, "borrow " + std::to_string(id) + " already had its first use",
             {});
-      return firstUse(b);
+      return firstUse(b, &inst);
     }
     if (inst.has_borrow_last_use()) {
       if (b.phase == BorrowPhase::LastUse)
         return failStatic(
             inst, "borrow " + std::to_string(id) + " already had its last use",
             {});
-      return lastUse(b);
+      return lastUse(b, &inst);
     }
     // Drop: the origin stream waits for the receiver's last use.
     if (b.phase != BorrowPhase::LastUse)
-      lastUse(b);
+      lastUse(b, nullptr);
     b.phase = BorrowPhase::Dropped;
     RefState &origin = refs.at(b.input);
     if (b.isMutable)
       origin.mutableBorrow = -1;
     else
       --origin.sharedBorrows;
-    refs.erase(b.result);
+    // The last-use task cleared the result's cell on the receiving stream.
+    auto res = refs.find(b.result);
+    if (res != refs.end()) {
+      Stream &to = stream(res->second.stream);
+      to.retired.emplace_back(to.pushed, res->second.cell);
+      refs.erase(res);
+    }
     std::ostringstream msg;
     msg << "DROPPED: ref " << b.result << " was borrow " << b.id
         << ", dropped by instruction " << inst.id();
@@ -931,77 +1326,269 @@ struct Executor::Impl {
     dropped[b.result] = msg.str();
     auto sync = b.sync;
     InstPtr i = info(inst);
-    queue(b.from).push([this, sync, i] {
-      if (!sync->lastUse.wait(options.timeout))
-        rootError(*i, "timed out waiting for the last use of the borrow");
-    });
+    push(stream(b.from),
+         traced(makeTask([this, sync, i](StreamContext &) {
+                  if (!sync->lastUse.wait(options.timeout))
+                    rootError(*i, "timed out waiting for the last use of the "
+                                  "borrow");
+                }),
+                inst, kindName(inst)));
   }
 
   // --- the rest
-  // -----------------------------------------------------------------
+  // ----------------------------------------------------------------
 
   void deleteRefs(const plan::Instruction &inst) {
-    std::vector<int64_t> gone;
+    CellList gone;
     for (int64_t r : inst.delete_refs().refs()) {
       auto it = refs.find(r);
       if (it == refs.end())
         continue; // never defined on this rank (e.g. another mesh's value)
-      if (std::string e = checkUse(r, inst.stream(), false); !e.empty())
+      if (std::string e = checkUse(r, inst.stream(), false); !e.empty()) {
+        // The refs already deleted stay deleted.
+        release(stream(inst.stream()), std::move(gone), nullptr);
         return failStatic(inst, e, {});
+      }
+      gone.push_back(it->second.cell);
       refs.erase(it);
-      gone.push_back(r);
     }
-    queue(inst.stream()).push([this, gone] {
-      for (int64_t r : gone)
-        table.erase(r);
-    });
+    release(stream(inst.stream()), std::move(gone), &inst);
   }
 
   void fetch(const plan::Instruction &inst) {
     int64_t ref = inst.fetch().ref();
     InstPtr i = info(inst);
     std::string useError = checkUse(ref, inst.stream(), false);
-    queue(inst.stream()).push([this, i, ref, useError] {
-      plan::FetchReply reply;
-      reply.set_instruction(i->id);
-      reply.set_rank(options.rank);
-      auto setError = [&](const ErrorRecord &e) {
-        auto *f = reply.mutable_error();
-        f->set_instruction(e.instruction);
-        f->set_rank(e.rank);
-        f->set_message(e.message);
-        f->set_location(e.location);
-      };
-      if (!useError.empty()) {
-        setError(*rootError(*i, useError));
-      } else {
-        try {
-          RefValue v = table.get(ref);
-          if (v.error)
-            setError(*v.error);
-          else
-            toTensorData(v.tensor, reply.mutable_value());
-        } catch (const std::exception &e) {
-          setError(*rootError(*i, e.what()));
-        }
-      }
-      std::lock_guard<std::mutex> lock(callbackMutex);
-      if (callbacks.onFetch)
-        callbacks.onFetch(reply);
-    });
+    Cell *cell = useError.empty() ? refs.at(ref).cell : nullptr;
+    push(stream(inst.stream()),
+         traced(makeTask([this, i, ref, cell, useError](StreamContext &) {
+                  plan::FetchReply reply;
+                  reply.set_instruction(i->id);
+                  reply.set_rank(options.rank);
+                  auto setError = [&](const ErrorRecord &e) {
+                    auto *f = reply.mutable_error();
+                    f->set_instruction(e.instruction);
+                    f->set_rank(e.rank);
+                    f->set_message(e.message);
+                    f->set_location(e.location);
+                  };
+                  if (!useError.empty()) {
+                    setError(*rootError(*i, useError));
+                  } else if (!cell->bound) {
+                    setError(*rootError(*i, "ref " + std::to_string(ref) +
+                                                " has no value on this rank"));
+                  } else if (cell->value.error) {
+                    setError(*cell->value.error);
+                  } else {
+                    try {
+                      toTensorData(cell->value.tensor, reply.mutable_value());
+                    } catch (const std::exception &e) {
+                      setError(*rootError(*i, e.what()));
+                    }
+                  }
+                  std::lock_guard<std::mutex> lock(callbackMutex);
+                  if (callbacks.onFetch)
+                    callbacks.onFetch(reply);
+                }),
+                inst, kindName(inst)));
   }
 
   void requestStatus(const plan::Instruction &inst) {
     auto remaining = std::make_shared<std::atomic<size_t>>(streams.size());
     int64_t id = inst.id();
-    for (auto &[sid, q] : streams)
-      q->push([this, remaining, id] {
-        if (remaining->fetch_sub(1) == 1) {
-          std::lock_guard<std::mutex> lock(callbackMutex);
-          if (callbacks.onStatus)
-            callbacks.onStatus(id);
+    int64_t recording = expanding;
+    // One task per stream; the last to run replies and reports the event.
+    for (auto &[sid, s] : streams)
+      push(s, makeTask([this, remaining, id, recording](StreamContext &ctx) {
+             if (remaining->fetch_sub(1) != 1)
+               return;
+             int64_t start = ctx.trace ? nowNs() : 0;
+             {
+               std::lock_guard<std::mutex> lock(callbackMutex);
+               if (callbacks.onStatus)
+                 callbacks.onStatus(id);
+             }
+             if (ctx.trace)
+               (*ctx.trace)(id, ctx.stream, "request_status", recording, start,
+                            nowNs());
+           }));
+  }
+
+  // --- recordings
+  // --------------------------------------------------------------
+
+  struct Recording {
+    plan::Recording plan;
+    /// Null when the body must be expanded at each call.
+    std::shared_ptr<const CompiledRecording> compiled;
+  };
+
+  /// Compiles `rec`'s body once (see CompiledRecording), or null.
+  std::shared_ptr<const CompiledRecording>
+  compileRecording(const plan::Recording &rec) {
+    if (rec.body_size() == 0)
+      return nullptr;
+    auto cr = std::make_shared<CompiledRecording>();
+    cr->id = rec.id();
+    cr->formals = rec.formals_size();
+    cr->results = rec.results_size();
+    cr->formalWritten.assign(cr->formals, false);
+    const uint32_t fixed = static_cast<uint32_t>(cr->formals + cr->results);
+    // Frame index of each ref: formals, results, then locals.
+    std::unordered_map<int64_t, uint32_t> index;
+    std::vector<bool> defined;
+    for (int k = 0; k < rec.formals_size(); ++k) {
+      if (!index.emplace(rec.formals(k), k).second)
+        return nullptr;
+      defined.push_back(true);
+    }
+    for (int k = 0; k < rec.results_size(); ++k) {
+      if (!index.emplace(rec.results(k), cr->formals + k).second)
+        return nullptr;
+      defined.push_back(false);
+    }
+    cr->steps.reserve(rec.body_size());
+    cr->stream = rec.body(0).stream();
+    cr->mesh = rec.body(0).mesh();
+    for (const auto &body : rec.body()) {
+      if (body.stream() != cr->stream || body.mesh() != cr->mesh)
+        return nullptr;
+      CompiledRecording::Step &step = cr->steps.emplace_back();
+      step.id = body.id();
+      step.location = body.location();
+      step.name = kindName(body);
+      if (body.has_delete_refs()) {
+        step.isDelete = true;
+        for (int64_t r : body.delete_refs().refs()) {
+          auto it = index.find(r);
+          if (it == index.end() || !defined[it->second])
+            continue; // expansion ignores refs it does not hold, too
+          if (it->second < fixed)
+            return nullptr; // deletes a ref of the caller
+          defined[it->second] = false;
+          step.frees.push_back(it->second);
         }
-      });
+      } else if (body.has_call_op()) {
+        const auto &call = body.call_op();
+        for (const auto &a : call.args())
+          if (hasTensorConstant(a))
+            return nullptr;
+        for (const auto &kw : call.kwargs())
+          if (hasTensorConstant(kw.value()))
+            return nullptr;
+        Operands operands;
+        std::string error;
+        if (!compileOp(call, step.op, operands, error))
+          return nullptr; // expansion reports it at each call
+        for (const Slot &slot : step.op.slots)
+          if (slot.kind == Slot::Complex)
+            return nullptr;
+        c10::SmallVector<uint32_t, 6> frame;
+        for (const Operand &o : operands) {
+          auto it = index.find(o.ref);
+          if (!o.result) {
+            if (it == index.end() || !defined[it->second])
+              return nullptr; // a use before definition fails when expanded
+            if (o.mutated && it->second < cr->formals)
+              cr->formalWritten[it->second] = true;
+            frame.push_back(it->second);
+            continue;
+          }
+          if (it != index.end() && it->second < cr->formals)
+            return nullptr; // rebinds a caller's ref
+          if (it == index.end()) {
+            it = index.emplace(o.ref, static_cast<uint32_t>(defined.size()))
+                     .first;
+            defined.push_back(true);
+          }
+          defined[it->second] = true;
+          frame.push_back(it->second);
+        }
+        // Operand indexes -> call frame indexes, once.
+        for (Slot &slot : step.op.slots)
+          if (slot.kind == Slot::Ref)
+            slot.index = frame[slot.index];
+        for (uint32_t &k : step.op.results)
+          k = frame[k];
+        for (uint32_t &k : step.op.outputs)
+          k = frame[k];
+        step.name = step.op.op->name;
+      } else {
+        return nullptr;
+      }
+    }
+    for (size_t k = 0; k < cr->results; ++k)
+      if (!defined[cr->formals + k])
+        return nullptr;
+    cr->locals = defined.size() - fixed;
+    return cr;
+  }
+
+  /// One call of a compiled recording: the whole body as one task.
+  struct RecordingTask final : Task {
+    Impl *impl;
+    std::shared_ptr<const CompiledRecording> rec;
+    c10::SmallVector<Cell *, 16> frame; ///< formals, results, locals
+    c10::SmallVector<Cell, 8> locals;   ///< freed with the task
+    std::string location;               ///< of the call
+
+    void run(StreamContext &ctx) override {
+      Cell *const *cells = frame.data();
+      for (const auto &step : rec->steps) {
+        int64_t start = ctx.trace ? nowNs() : 0;
+        if (step.isDelete) {
+          for (uint32_t k : step.frees)
+            cells[k]->clear();
+        } else {
+          impl->runOp(
+              step.id,
+              [&] {
+                return step.location +
+                       recordingWhere(rec->id, instruction, location);
+              },
+              step.op, cells, ctx.stack);
+        }
+        if (ctx.trace)
+          (*ctx.trace)(step.id, ctx.stream, step.name, rec->id, start, nowNs());
+      }
+    }
+  };
+
+  /// Queues a call of a compiled body; false when this call needs the
+  /// expansion (a use error of an actual, a mesh without this rank, ...),
+  /// which then reports whatever is wrong exactly as for any instruction.
+  bool callCompiled(const plan::Instruction &inst,
+                    const std::shared_ptr<const CompiledRecording> &cr) {
+    const auto &call = inst.call_recording();
+    auto member = membership.find(cr->mesh);
+    if (member == membership.end() || !member->second)
+      return false;
+    auto sit = streams.find(cr->stream);
+    if (sit == streams.end())
+      return false;
+    for (int k = 0; k < call.actuals_size(); ++k)
+      if (!checkUse(call.actuals(k), cr->stream, cr->formalWritten[k]).empty())
+        return false;
+    for (int64_t r : call.results())
+      for (int64_t a : call.actuals())
+        if (r == a)
+          return false;
+    auto task = std::make_unique<RecordingTask>();
+    task->impl = this;
+    task->rec = cr;
+    task->instruction = inst.id();
+    task->location = inst.location();
+    task->locals.resize(cr->locals);
+    task->frame.reserve(cr->formals + cr->results + cr->locals);
+    for (int64_t a : call.actuals())
+      task->frame.push_back(refs.find(a)->second.cell);
+    for (int64_t r : call.results())
+      task->frame.push_back(define(r, cr->stream));
+    for (Cell &c : task->locals)
+      task->frame.push_back(&c);
+    // Untraced as a whole: it reports an event per body instruction.
+    push(sit->second, std::move(task));
+    return true;
   }
 
   void callRecording(const plan::Instruction &inst) {
@@ -1012,18 +1599,23 @@ struct Executor::Impl {
       return failStatic(inst,
                         "unknown recording " + std::to_string(call.recording()),
                         results);
-    const plan::Recording &rec = it->second;
+    const plan::Recording &rec = it->second.plan;
     if (rec.formals_size() != call.actuals_size() ||
         rec.results_size() != call.results_size())
       return failStatic(inst,
                         "recording " + std::to_string(rec.id()) +
                             " called with the wrong number of refs",
                         results);
+    if (it->second.compiled && callCompiled(inst, it->second.compiled))
+      return;
+    // Expansion: each body instruction submitted with its refs renamed.
+    std::shared_ptr<const CompiledRecording> keep = it->second.compiled;
+    plan::Recording body = rec; // a nested definition may replace `rec`
     std::unordered_map<int64_t, int64_t> rename;
-    for (int k = 0; k < rec.formals_size(); ++k)
-      rename[rec.formals(k)] = call.actuals(k);
-    for (int k = 0; k < rec.results_size(); ++k)
-      rename[rec.results(k)] = call.results(k);
+    for (int k = 0; k < body.formals_size(); ++k)
+      rename[body.formals(k)] = call.actuals(k);
+    for (int k = 0; k < body.results_size(); ++k)
+      rename[body.results(k)] = call.results(k);
     std::vector<int64_t> locals;
     auto map = [&](int64_t r) {
       auto f = rename.find(r);
@@ -1043,12 +1635,11 @@ struct Executor::Impl {
         f->second = nextLocalBorrow++;
       return f->second;
     };
-    std::string where =
-        " (recording " + std::to_string(rec.id()) + ", called by instruction " +
-        std::to_string(inst.id()) +
-        (inst.location().empty() ? "" : " at " + inst.location()) + ")";
-    for (const auto &body : rec.body()) {
-      plan::Instruction copy = body;
+    std::string where = recordingWhere(body.id(), inst.id(), inst.location());
+    int64_t outer = expanding;
+    expanding = body.id();
+    for (const auto &b : body.body()) {
+      plan::Instruction copy = b;
       mapRefs(copy, map);
       if (copy.has_borrow_create())
         copy.mutable_borrow_create()->set_borrow(
@@ -1065,6 +1656,7 @@ struct Executor::Impl {
       copy.set_location(copy.location() + where);
       submit(copy);
     }
+    expanding = outer;
     // Borrows the call dropped are over; their stream tasks hold the shared
     // sync state they still need.
     for (const auto &[formal, local] : borrowRename) {
@@ -1075,14 +1667,8 @@ struct Executor::Impl {
       }
     }
     // Refs local to the call are freed once it has run.
-    for (int64_t local : locals) {
-      auto st = refs.find(local);
-      if (st == refs.end())
-        continue;
-      int64_t stream = st->second.stream;
-      refs.erase(st);
-      queue(stream).push([this, local] { table.erase(local); });
-    }
+    for (int64_t local : locals)
+      forget(local);
   }
 
   Status declare(const plan::Program &program) {
@@ -1113,28 +1699,46 @@ struct Executor::Impl {
     return Status();
   }
 
+  size_t liveRefs() const {
+    size_t n = 0;
+    for (const Cell &c : cellStore)
+      n += c.bound;
+    return n;
+  }
+
+  /// For constants, which name no refs.
+  const RefLookup noRefs = [](int64_t ref) -> at::Tensor {
+    throw std::runtime_error("ref " + std::to_string(ref) +
+                             " in a constant argument");
+  };
+
   ExecutorOptions options;
   ExecutorCallbacks callbacks;
-  RefLookup lookup;
-  RefTable table;
+  TraceSink traceSink; ///< empty unless callbacks.onTrace is set
   CommunicatorCache comms;
   std::mutex callbackMutex;
 
   // Submit-thread state.
   std::map<int64_t, mesh::MeshView> meshes;
-  std::unordered_map<int64_t, RefState> refs;
+  std::unordered_map<int64_t, bool> membership; ///< mesh id -> holds this rank
+  ska::flat_hash_map<int64_t, RefState> refs;
   std::unordered_map<int64_t, Borrow> borrows;
   std::unordered_map<int64_t, std::string> dropped;
-  std::unordered_map<int64_t, plan::Recording> recordings;
-  std::unordered_map<std::string, c10::OperatorHandle> ops;
+  std::unordered_map<int64_t, Recording> recordings;
+  std::unordered_map<std::string, std::unique_ptr<OpInfo>> ops;
   std::string opKey;
   int64_t nextLocalRef = -1;
   /// Borrow ids given to each recording call's borrows: non-negative (-1
   /// means "no borrow" in RefState) and far above any id a plan uses.
   int64_t nextLocalBorrow = int64_t{1} << 62;
+  /// The recording whose body is being expanded (0: none), for traces.
+  int64_t expanding = 0;
+  /// Every cell (stable addresses); cells of deleted refs are reused.
+  std::deque<Cell> cellStore;
+  std::vector<Cell *> freeCells;
 
   // Last: stream threads are joined first on destruction.
-  std::map<int64_t, std::unique_ptr<SerialQueue>> streams;
+  std::map<int64_t, Stream> streams;
 };
 
 Executor::Executor(ExecutorOptions options, ExecutorCallbacks callbacks)
@@ -1148,30 +1752,34 @@ Status Executor::declare(const plan::Program &program) {
 
 void Executor::submit(const plan::Instruction &instruction) {
   impl->submit(instruction);
+  impl->flush();
 }
 
 Status Executor::run(const plan::Program &program) {
   if (Status s = impl->declare(program); !s.isOk())
     return s;
-  for (auto &[id, q] : impl->streams)
-    q->holdWakeups(true);
-  for (const auto &inst : program.instructions())
+  // Hand tasks over in batches: one lock and at most one wake-up per batch,
+  // while the streams start on the first ones early.
+  constexpr int kBatch = 64;
+  int n = 0;
+  for (const auto &inst : program.instructions()) {
     impl->submit(inst);
-  // Streams created by the program's instructions are in `streams` too.
-  for (auto &[id, q] : impl->streams)
-    q->holdWakeups(false);
+    if (++n % kBatch == 0)
+      impl->flush();
+  }
+  impl->flush();
   return Status();
 }
 
 bool Executor::waitIdle(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  // A stream may queue work on another (borrows), so loop until all are idle
-  // at once.
+  // A stream may wait on another (borrows), so loop until all are idle at
+  // once.
   for (int round = 0; round < 2; ++round)
-    for (auto &[id, q] : impl->streams) {
+    for (auto &[id, s] : impl->streams) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
-      if (left.count() < 0 || !q->waitIdle(left))
+      if (left.count() < 0 || !s.queue->waitIdle(left))
         return false;
     }
   return true;
@@ -1179,6 +1787,6 @@ bool Executor::waitIdle(std::chrono::milliseconds timeout) {
 
 int64_t Executor::rank() const { return impl->options.rank; }
 
-size_t Executor::liveRefs() const { return impl->table.size(); }
+size_t Executor::liveRefs() const { return impl->liveRefs(); }
 
 } // namespace monarch::tensor

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -48,19 +49,95 @@ struct DependentError {
 /// Resolves a ref to its tensor; throws DependentError for an errored ref.
 using RefLookup = std::function<at::Tensor(int64_t)>;
 
-/// ref -> value, shared by the streams of one worker.
-class RefTable {
+/// The storage of one ref on this worker. The submit thread gives every
+/// defined ref a cell and hands queued instructions pointers to the cells they
+/// touch, so stream threads read and write values without a shared table, a
+/// hash lookup or a lock. A cell is only touched by the thread of the stream
+/// that owns its ref (WRONG_STREAM is checked at submit time; borrows copy
+/// the value across streams through their events), in queue order.
+struct Cell {
+  RefValue value;
+  bool bound = false; ///< holds a value or an error
+
+  void set(RefValue v) {
+    value = std::move(v);
+    bound = true;
+  }
+  void setTensor(at::Tensor t) {
+    value.tensor = std::move(t);
+    value.error.reset();
+    bound = true;
+  }
+  void setError(ErrorPtr e) {
+    value.tensor.reset();
+    value.error = std::move(e);
+    bound = true;
+  }
+  void clear() {
+    value = RefValue();
+    bound = false;
+  }
+};
+
+/// The refs one queued instruction may touch, by id (collectives, registered
+/// functions: code that names refs rather than cells).
+class RefCells {
 public:
-  void set(int64_t ref, RefValue value);
+  void add(int64_t ref, Cell *cell) { cells.emplace_back(ref, cell); }
   /// Throws std::runtime_error when the ref has no value on this rank.
   RefValue get(int64_t ref) const;
-  void erase(int64_t ref);
-  size_t size() const;
+  /// Ignored for refs the instruction may not write (checks failed).
+  void set(int64_t ref, RefValue value) const;
+  /// get() that throws DependentError for an errored ref.
+  at::Tensor tensor(int64_t ref) const;
 
 private:
-  mutable std::mutex mutex;
-  std::unordered_map<int64_t, RefValue> values;
+  Cell *find(int64_t ref) const;
+  std::vector<std::pair<int64_t, Cell *>> cells;
 };
+
+/// Called after each traced instruction: (instruction, stream, name,
+/// recording, start ns, end ns).
+using TraceSink = std::function<void(int64_t, int64_t, std::string_view,
+                                     int64_t, int64_t, int64_t)>;
+
+/// What a stream thread lends the tasks it runs.
+struct StreamContext {
+  int64_t stream = 0;
+  /// Null unless the executor traces: then composite tasks (recording calls)
+  /// report each instruction they run.
+  const TraceSink *trace = nullptr;
+  /// Reused by ATen calls: one allocation per stream instead of per call.
+  std::vector<c10::IValue> stack;
+};
+
+/// One queued unit of work of an instruction. A task catches its own errors.
+class Task {
+public:
+  virtual ~Task() = default;
+  virtual void run(StreamContext &ctx) = 0;
+
+  int64_t instruction = 0;
+  int64_t recording = 0;
+  /// Trace name; empty for internal steps (e.g. the receiving half of a
+  /// borrow) and tasks that report their own events.
+  std::string_view name;
+};
+using TaskPtr = std::unique_ptr<Task>;
+using TaskBatch = std::vector<TaskPtr>;
+
+/// A task running a callable.
+template <typename F> class FnTask final : public Task {
+public:
+  explicit FnTask(F f) : fn(std::move(f)) {}
+  void run(StreamContext &ctx) override { fn(ctx); }
+
+private:
+  F fn;
+};
+template <typename F> TaskPtr makeTask(F f) {
+  return std::make_unique<FnTask<F>>(std::move(f));
+}
 
 /// A CPU "event": a completion marker one stream sets and another waits on.
 class Event {
@@ -78,30 +155,34 @@ private:
 /// A dedicated thread rather than a TBB arena task: stream tasks block (on
 /// collectives with other processes and on borrow events from other
 /// streams), and a pool bounded by the core count could starve the very
-/// stream a blocked task waits for.
+/// stream a blocked task waits for. Tasks arrive in batches (one lock and at
+/// most one wake-up per batch, not per instruction).
 class SerialQueue {
 public:
-  explicit SerialQueue(std::string name);
+  /// `trace` (may be null) outlives the queue.
+  SerialQueue(std::string name, int64_t id, const TraceSink *trace);
   ~SerialQueue(); ///< Runs what is queued, then joins.
-  void push(std::function<void()> task);
-  /// While held, push() does not wake a parked thread (a host submitting a
-  /// whole plan wakes it once at the end instead of once per instruction).
-  void holdWakeups(bool hold);
+  /// Takes every task of `batch`, leaving it empty.
+  void push(TaskBatch &batch);
   /// Waits until the queue is empty and no task runs; false on timeout.
   bool waitIdle(std::chrono::milliseconds timeout);
+  /// Number of tasks run so far (they finish in push order).
+  uint64_t completed() const { return done.load(std::memory_order_acquire); }
   const std::string &name() const { return label; }
 
 private:
   void loop();
 
   std::string label;
+  int64_t id;
+  const TraceSink *trace;
   std::mutex mutex;
   std::condition_variable wake, idle;
-  std::deque<std::function<void()>> tasks;
+  TaskBatch tasks;
   std::atomic<size_t> pending{0}; ///< queued tasks, readable without the lock
+  std::atomic<uint64_t> done{0};
   bool running = false;
   bool sleeping = false;
-  bool holding = false;
   bool stopping = false;
   std::thread thread;
 };
@@ -156,7 +237,7 @@ struct CollectiveEnv {
   int64_t stream;
   CollectiveBackend *backend; ///< may be null
   CommunicatorCache *cache;
-  RefTable *table;
+  const RefCells *table; ///< the refs this instruction may touch
   /// Reports a root failure and returns its record.
   std::function<ErrorPtr(const std::string &)> fail;
   /// Set when the input failed a check on this rank only: the rank still

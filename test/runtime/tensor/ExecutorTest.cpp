@@ -14,6 +14,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <map>
@@ -48,7 +49,7 @@ plan::Value constant(const at::Tensor &t) {
 /// An executor with callbacks collected for assertions.
 class Harness {
 public:
-  explicit Harness(ExecutorOptions options = {}) {
+  explicit Harness(ExecutorOptions options = {}, bool trace = false) {
     if (options.rootShape.empty())
       options.rootShape = {{"x", 1}};
     options.timeout = seconds(10);
@@ -66,6 +67,18 @@ public:
       statuses.push_back(id);
       fetchOrderAtStatus = fetches.size();
     };
+    if (trace)
+      cb.onTrace = [this](const plan::TraceEvent &e) {
+        // Callbacks run one at a time: a second one inside would see 1.
+        if (inTrace.fetch_add(1) != 0)
+          concurrentTraces = true;
+        std::this_thread::yield();
+        {
+          std::lock_guard<std::mutex> lock(mutex);
+          traces.push_back(e);
+        }
+        inTrace.fetch_sub(1);
+      };
     executor = std::make_unique<Executor>(std::move(options), std::move(cb));
   }
 
@@ -126,6 +139,9 @@ public:
   std::map<int64_t, plan::FetchReply> fetches;
   std::vector<int64_t> statuses;
   size_t fetchOrderAtStatus = 0;
+  std::vector<plan::TraceEvent> traces;
+  std::atomic<int> inTrace{0};
+  std::atomic<bool> concurrentTraces{false};
   std::unique_ptr<Executor> executor;
 };
 
@@ -759,3 +775,159 @@ TEST(Executor, RegisteredFunctionsAndActorEndpoints) {
 }
 
 } // namespace
+
+namespace {
+
+std::vector<plan::TraceEvent> eventsOf(const std::vector<plan::TraceEvent> &all,
+                                       int64_t instruction) {
+  std::vector<plan::TraceEvent> out;
+  for (const auto &e : all)
+    if (e.instruction() == instruction)
+      out.push_back(e);
+  return out;
+}
+
+} // namespace
+
+TEST(Trace, OneEventPerInstructionOnTwoStreamsAndRecordingCalls) {
+  PlanBuilder b({{"x", 1}});
+  int64_t side = b.stream("side");
+  // rec 7 (compiled once): a -> neg(a) * a.
+  {
+    auto *rec = b.add(0).mutable_define_recording()->mutable_recording();
+    rec->set_id(7);
+    rec->add_formals(1000);
+    rec->add_results(1002);
+    addBodyOp(*rec, 700, 0, "aten::neg", "", {val::ref(1000)}, {1001});
+    addBodyOp(*rec, 701, 0, "aten::mul", "Tensor",
+              {val::ref(1001), val::ref(1000)}, {1002});
+  }
+  // rec 8 (a rank tensor in its body: expanded at each call): a -> a + rank.
+  {
+    auto *rec = b.add(0).mutable_define_recording()->mutable_recording();
+    rec->set_id(8);
+    rec->add_formals(1100);
+    rec->add_results(1102);
+    auto *rank = rec->add_body();
+    rank->set_id(800);
+    rank->mutable_rank_tensor()->set_result(1101);
+    addBodyOp(*rec, 801, 0, "aten::add", "Tensor",
+              {val::ref(1100), val::ref(1101)}, {1102});
+  }
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({4})});
+  int64_t onesId = Harness::last(b);
+  int64_t y = b.op(0, "aten::zeros", "", {val::ints({4})}, 1, side);
+  int64_t zerosId = Harness::last(b);
+  int64_t r1 = callRecording(b, 7, {x});
+  int64_t r2 = callRecording(b, 7, {r1});
+  int64_t r3 = callRecording(b, 8, {r2});
+  int64_t r4 = callRecording(b, 8, {r3});
+  b.deleteRefs(0, {r1});
+  int64_t deleteId = Harness::last(b);
+  int64_t f = b.fetch(0, r4);
+  int64_t fy = b.fetch(0, y, side);
+  Harness h({}, /*trace=*/true);
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.failures.front().message();
+  EXPECT_TRUE(at::equal(h.value(f), at::full({4}, -1.f)));
+  EXPECT_TRUE(at::equal(h.value(fy), at::zeros({4})));
+  EXPECT_FALSE(h.concurrentTraces);
+
+  std::lock_guard<std::mutex> lock(h.mutex);
+  const auto &events = h.traces;
+  auto one = [&](int64_t id, const std::string &name, int64_t stream) {
+    auto e = eventsOf(events, id);
+    ASSERT_EQ(e.size(), 1u) << "instruction " << id;
+    EXPECT_EQ(e[0].name(), name);
+    EXPECT_EQ(e[0].stream(), stream);
+    EXPECT_EQ(e[0].recording(), 0);
+  };
+  one(onesId, "aten::ones", 0);
+  one(zerosId, "aten::zeros", side);
+  one(deleteId, "delete_refs", 0);
+  one(f, "fetch", 0);
+  one(fy, "fetch", side);
+  // Body instructions: their own ids, once per call, the recording set.
+  auto body = [&](int64_t id, const std::string &name, int64_t recording) {
+    auto e = eventsOf(events, id);
+    ASSERT_EQ(e.size(), 2u) << "instruction " << id;
+    for (const auto &ev : e) {
+      EXPECT_EQ(ev.name(), name);
+      EXPECT_EQ(ev.recording(), recording);
+      EXPECT_EQ(ev.stream(), 0);
+    }
+    EXPECT_LE(e[0].end_ns(), e[1].start_ns());
+  };
+  body(700, "aten::neg", 7);
+  body(701, "aten::mul.Tensor", 7);
+  body(800, "rank_tensor", 8);
+  body(801, "aten::add.Tensor", 8);
+  // 2 ops + 8 body instructions + delete + 2 fetches.
+  EXPECT_EQ(events.size(), 13u);
+
+  // Monotonic times; on one stream, events follow one another.
+  std::map<int64_t, std::vector<plan::TraceEvent>> byStream;
+  for (const auto &e : events) {
+    EXPECT_GT(e.start_ns(), 0);
+    EXPECT_LE(e.start_ns(), e.end_ns());
+    byStream[e.stream()].push_back(e);
+  }
+  EXPECT_EQ(byStream[side].size(), 2u);
+  for (auto &[stream, list] : byStream) {
+    std::sort(list.begin(), list.end(), [](const auto &a, const auto &b) {
+      return a.start_ns() < b.start_ns();
+    });
+    for (size_t k = 1; k < list.size(); ++k)
+      EXPECT_LE(list[k - 1].end_ns(), list[k].start_ns())
+          << "stream " << stream << ": instruction "
+          << list[k - 1].instruction() << " overlaps " << list[k].instruction();
+  }
+}
+
+TEST(Trace, CompiledRecordingErrorsMatchExpansion) {
+  // The same failing body, compiled (rec 1) and expanded (rec 2: its rank
+  // tensor keeps it from compiling): one root failure per call, with the
+  // body's id and the call in its location; dependents point at it.
+  PlanBuilder b({{"x", 1}});
+  for (int64_t id : {1, 2}) {
+    auto *rec = b.add(0).mutable_define_recording()->mutable_recording();
+    rec->set_id(id);
+    rec->add_formals(1000);
+    rec->add_results(1003);
+    if (id == 2) {
+      auto *rank = rec->add_body();
+      rank->set_id(id * 100 + 9);
+      rank->mutable_rank_tensor()->set_result(1009);
+    }
+    // mm of 1-d tensors fails; the add depends on it.
+    addBodyOp(*rec, id * 100, 0, "aten::mm", "",
+              {val::ref(1000), val::ref(1000)}, {1001});
+    addBodyOp(*rec, id * 100 + 1, 0, "aten::neg", "", {val::ref(1000)}, {1002});
+    addBodyOp(*rec, id * 100 + 2, 0, "aten::add", "Tensor",
+              {val::ref(1001), val::ref(1002)}, {1003});
+  }
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({3})});
+  int64_t r1 = callRecording(b, 1, {x});
+  int64_t call1 = Harness::last(b);
+  int64_t r2 = callRecording(b, 2, {x});
+  int64_t f1 = b.fetch(0, r1), f2 = b.fetch(0, r2);
+  Harness h;
+  h.run(b);
+  for (int64_t id : {1, 2}) {
+    auto f = h.failuresFor(id * 100);
+    ASSERT_EQ(f.size(), 1u) << "recording " << id;
+    EXPECT_NE(f[0].location().find("(recording " + std::to_string(id) +
+                                   ", called by instruction"),
+              std::string::npos)
+        << f[0].location();
+    EXPECT_TRUE(h.failuresFor(id * 100 + 2).empty());
+  }
+  EXPECT_NE(h.failuresFor(100)[0].location().find("called by instruction " +
+                                                  std::to_string(call1)),
+            std::string::npos);
+  EXPECT_EQ(h.failures.size(), 2u);
+  EXPECT_EQ(h.error(f1).instruction(), 100);
+  EXPECT_EQ(h.error(f2).instruction(), 200);
+  // Only x and the two (errored) results remain: locals were freed.
+  EXPECT_EQ(h.executor->liveRefs(), 3u);
+}
