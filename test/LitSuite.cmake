@@ -18,6 +18,9 @@ set(lit_deps monarch-opt)
 if(TARGET monarch-fuzz)
   list(APPEND lit_deps monarch-fuzz)
 endif()
+if(TARGET monarch-run)
+  list(APPEND lit_deps monarch-run monarch-tensor-worker)
+endif()
 add_custom_target(check-monarch-lit
   COMMAND ${MONARCH_LLVM_TOOLS_DIR}/lit -sv ${CMAKE_CURRENT_BINARY_DIR}
   DEPENDS ${lit_deps}

@@ -40,3 +40,9 @@ if config.monarch_have_fuzzer and os.path.exists(
     os.path.join(config.monarch_tools_dir, "monarch-fuzz")
 ):
     config.available_features.add("fuzzer")
+
+# monarch-run (tools/monarch-run) runs .mlir programs end to end on local worker
+# processes: test/Integration needs it (and its worker binary beside it).
+if os.path.exists(os.path.join(config.monarch_tools_dir, "monarch-run")):
+    llvm_config.add_tool_substitutions(["monarch-run"], tool_dirs)
+    config.available_features.add("monarch-run")

@@ -52,6 +52,8 @@ CompileResult compileFileToPlan(const std::string &path,
                   arith::ArithDialect, tensor::TensorDialect>();
   MLIRContext context(registry);
   context.disableMultithreading();
+  // Diagnostics name the op; a dump of the whole operation is noise here.
+  context.printOpOnDiagnostic(false);
   SourceMgrDiagnosticHandler handler(sources, &context, diagnostics);
 
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sources, &context);
@@ -61,11 +63,15 @@ CompileResult compileFileToPlan(const std::string &path,
     return result;
 
   PassManager pm(&context);
-  std::string pipeline =
-      "builtin.module(canonicalize,monarch-resolve-mesh-views";
+  // The pass manager is anchored on builtin.module already: the textual
+  // pipeline lists its elements only.
+  std::string pipeline = "canonicalize,monarch-resolve-mesh-views";
+  // Borrow errors are static errors: checked (and nothing launched) whether
+  // or not the program is optimized; the default pipeline ends with the check.
   if (options.optimize)
     pipeline += ",monarch-default-pipeline{" + options.pipelineOptions + "}";
-  pipeline += ")";
+  else
+    pipeline += ",monarch-verify-borrows";
   if (failed(parsePassPipeline(pipeline, pm, diagnostics))) {
     diagnostics << "error: bad pipeline '" << pipeline << "'\n";
     return result;

@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Real (not simulated) effect of the compiler's overlap passes on a DDP step.
+
+Generates a DDP training program written the naive way (per layer: gradient,
+in-place all-reduce over "dp", SGD update; examples/ddp_step.mlir is one step
+of it), runs it with monarch-run on CPU worker processes twice -- as written
+(`--no-optimize`) and through the default pipeline (all-reduces started on a
+"comm" stream thread, waited for just before each update) -- and compares the
+step time measured from monarch-run's --trace (first instruction start to last
+instruction end of the slowest rank, divided by the steps).
+
+    /usr/bin/python3 bench/passes/ddp_overlap.py --monarch-run build/bin/monarch-run \
+        --ranks 2 --layers 8 --hidden 512 --batch 64 --steps 4 --reps 5
+
+Where monarch-run is built without the compiler (the GPU machine), compile
+the two plans elsewhere with --write-plans DIR (uses monarch-opt) and run them
+there with --plans DIR.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+
+def program(ranks: int, layers: int, hidden: int, batch: int, steps: int) -> str:
+    mesh = f"!monarch.mesh<dp = {ranks}>"
+    W = f"!monarch.tensor<{hidden}x{hidden}xf32, <dp = {ranks}>>"
+    X = f"!monarch.tensor<{batch}x{hidden}xf32, <dp = {ranks}>>"
+    L = f"!monarch.tensor<f32, <dp = {ranks}>>"
+    lines = [f"func.func @main() -> !monarch.host<tensor<f32>> {{",
+             f"  %m = monarch.spawn_procs : {mesh}"]
+    n = 0
+
+    def fresh() -> str:
+        nonlocal n
+        n += 1
+        return f"%v{n}"
+
+    def aten(schema: str, args: list, types: list, result: str, consts: str = "") -> str:
+        r = fresh()
+        operands = ", ".join(args + ([consts] if consts else []))
+        lines.append(f'  {r} = monarch.aten "{schema}"({operands}) on %m : '
+                     f'({", ".join(types)}) -> {result}')
+        return r
+
+    def rand(shape: str, ty: str) -> str:
+        return aten("aten::rand", [], [], ty,
+                    f"array<i64: {shape}>, #monarch.dtype<float32>, #monarch.none, "
+                    f"#monarch.none, #monarch.none")
+
+    ws = [rand(f"{hidden}, {hidden}", W) for _ in range(layers)]
+    x = rand(f"{batch}, {hidden}", X)
+    loss = None
+    for _ in range(steps):
+        hs, acts = [], [x]
+        for w in ws:  # forward: h = a @ w, a' = relu(h)
+            h = aten("aten::mm", [acts[-1], w], [X, W], X)
+            hs.append(h)
+            acts.append(aten("aten::relu", [h], [X], X))
+        loss = aten("aten::sum", [acts[-1]], [X], L, "#monarch.none")
+        d = aten("aten::ones_like", [acts[-1]], [X], X,
+                 ", ".join(["#monarch.none"] * 5))
+        for i in reversed(range(layers)):  # backward, naive DDP per layer
+            d = aten("aten::threshold_backward", [d, hs[i]], [X, X], X,
+                     "#monarch.scalar<0 : i64>")
+            at = aten("aten::t", [acts[i]], [X],
+                      f"!monarch.tensor<{hidden}x{batch}xf32, <dp = {ranks}>>")
+            g = aten("aten::mm", [at, d],
+                     [f"!monarch.tensor<{hidden}x{batch}xf32, <dp = {ranks}>>", X], W)
+            if i > 0:
+                wt = aten("aten::t", [ws[i]], [W], W)
+                d = aten("aten::mm", [d, wt], [X, W], X)
+            r = fresh()
+            lines.append(f"  {r} = monarch.reduce {g} (dp) sum inplace : {W} -> {W}")
+            ws[i] = aten("aten::sub_.Tensor", [ws[i], r], [W, W], W,
+                         "#monarch.scalar<1.000000e-03 : f64>")
+    v = fresh()
+    lines.append(f"  {v} = monarch.inspect {loss} at (dp = 0) : {L} -> !monarch.host<tensor<f32>>")
+    lines.append(f"  return {v} : !monarch.host<tensor<f32>>")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def write_plans(monarch_opt: str, mlir: str, out_dir: str) -> None:
+    os.makedirs(out_dir, exist_ok=True)
+    for name, passes in (("naive", []), ("optimized", ["--monarch-default-pipeline"])):
+        out = os.path.join(out_dir, name + ".plan")
+        subprocess.run([monarch_opt, mlir, "--canonicalize", "--monarch-resolve-mesh-views",
+                        *passes, f"--monarch-emit-plan=output={out}", "-o", "/dev/null"],
+                       check=True)
+
+
+def step_time(monarch_run: str, program: str, optimize: bool, steps: int, tmp: str) -> float:
+    trace = os.path.join(tmp, "trace.json")
+    cmd = [monarch_run, program, "--trace", trace]
+    if program.endswith(".mlir") and not optimize:
+        cmd.append("--no-optimize")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    events = [e for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
+    spans = {}
+    for e in events:
+        lo, hi = spans.get(e["pid"], (float("inf"), 0.0))
+        spans[e["pid"]] = (min(lo, e["ts"]), max(hi, e["ts"] + e["dur"]))
+    return max(hi - lo for lo, hi in spans.values()) / steps / 1e3  # ms
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--monarch-run", default="build/bin/monarch-run")
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--hidden", type=int, default=512)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--monarch-opt", default="build/bin/monarch-opt")
+    p.add_argument("--write-plans", metavar="DIR", help="only compile naive/optimized.plan")
+    p.add_argument("--plans", metavar="DIR", help="run DIR/naive.plan and DIR/optimized.plan")
+    a = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="monarch-ddp-") as tmp:
+        mlir = os.path.join(tmp, "ddp.mlir")
+        with open(mlir, "w") as f:
+            f.write(program(a.ranks, a.layers, a.hidden, a.batch, a.steps))
+        if a.write_plans:
+            write_plans(a.monarch_opt, mlir, a.write_plans)
+            return
+        first = os.path.join(a.plans, "naive.plan") if a.plans else mlir
+        second = os.path.join(a.plans, "optimized.plan") if a.plans else mlir
+        naive, optimized = [], []
+        for _ in range(a.reps):  # interleaved, so drifting load hits both
+            naive.append(step_time(a.monarch_run, first, False, a.steps, tmp))
+            optimized.append(step_time(a.monarch_run, second, True, a.steps, tmp))
+    n, o = statistics.median(naive), statistics.median(optimized)
+    print(f"DDP {a.layers} layers {a.hidden}x{a.hidden}, batch {a.batch}, dp={a.ranks}, "
+          f"{a.steps} steps, median of {a.reps}")
+    print(f"| naive (as written) | optimized (default pipeline) | speed-up |")
+    print(f"|---|---|---|")
+    print(f"| {n:.2f} ms/step | {o:.2f} ms/step | {n / o:.2f}x |")
+    print("all runs (naive / optimized ms):",
+          " ".join(f"{x:.1f}/{y:.1f}" for x, y in zip(naive, optimized)))
+
+
+if __name__ == "__main__":
+    main()
