@@ -142,7 +142,11 @@ int main(int argc, char **argv) {
     monarch = readTimes(dir + "/" + std::to_string(r) + ".txt", monarch);
 
   std::string torchOut = dir + "/torch.txt";
-  std::string cmd = "/usr/bin/python3 " MONARCH_TORCH_ALLREDUCE_SCRIPT " " +
+  // Debian's python3-torch here; $MONARCH_PYTHON where torch lives elsewhere
+  // (the GPU machine's python3).
+  const char *python = std::getenv("MONARCH_PYTHON");
+  std::string cmd = std::string(python ? python : "/usr/bin/python3") +
+                    " " MONARCH_TORCH_ALLREDUCE_SCRIPT " " +
                     std::to_string(ranks) + " " + std::to_string(freePort()) +
                     " " + torchOut + " " + std::to_string(iters);
   for (size_t s : kSizes)

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Benchmarks on the GPU machine's 16 idle cores, after scripts/gpu-check.sh
+# built build-gpu/ (same environment: run both in one device call):
+#   scripts/gpu-check.sh; scripts/gpu-bench.sh        (carry: .gpu-debs)
+# .gpu-debs needs libbenchmark-dev and libbenchmark1debian besides the
+# packages of ../shared/tools/fetch-gpu-debs.sh (apt-get download them there).
+# Plans for the DDP and calibration runs are compiled on a machine with the
+# compiler first (the GPU build has none):
+#   for r in 4 8; do /usr/bin/python3 bench/passes/ddp_overlap.py --monarch-opt build/bin/monarch-opt \
+#       --ranks $r --layers 8 --hidden 512 --batch 16 --steps 3 --write-plans bench/passes/plans/ddp$r; done
+#   /usr/bin/python3 bench/passes/calibrate.py --monarch-opt build/bin/monarch-opt --ranks 4 \
+#       --write-plan bench/passes/plans/probe4.plan
+# Every figure goes to $OUT/bench-*.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-$PWD/build-gpu/out}
+bin=build-gpu/bin
+mkdir -p "$out"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+deps=$(mktemp -d)
+for deb in .gpu-debs/*.deb; do dpkg -x "$deb" "$deps"; done
+export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib:$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+run() { # name, command...
+  local name=$1; shift
+  echo "=== $name: $*" | tee -a "$out/bench-$name.txt"
+  { uptime; timeout 300 "$@"; echo "exit $?"; uptime; } >> "$out/bench-$name.txt" 2>&1
+  tail -n 25 "$out/bench-$name.txt"
+}
+
+export MONARCH_PYTHON=$(command -v python3)
+[ -x $bin/tensor-overhead-bench ] && run overhead $bin/tensor-overhead-bench \
+  --benchmark_repetitions=7 --benchmark_report_aggregates_only=true
+if [ -x $bin/tensor-allreduce-bench ]; then
+  for i in 1 2 3; do run allreduce $bin/tensor-allreduce-bench --ranks 4 --iters 20; done
+fi
+[ -x $bin/monarch-runtime-bench ] && run runtime $bin/monarch-runtime-bench --reps 5
+for r in 4 8; do
+  plans=bench/passes/plans/ddp$r
+  [ -f $plans/naive.plan ] && run ddp$r python3 bench/passes/ddp_overlap.py \
+    --monarch-run $bin/monarch-run --plans $plans --ranks $r --layers 8 --hidden 512 \
+    --batch 16 --steps 3 --reps 5
+done
+[ -f bench/passes/plans/probe4.plan ] && run calibrate python3 bench/passes/calibrate.py \
+  --monarch-run $bin/monarch-run --plan bench/passes/plans/probe4.plan --ranks 4
+exit 0
