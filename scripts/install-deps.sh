@@ -14,7 +14,7 @@ packages=(
   # tests and benchmarks
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   # Python frontend (for /usr/bin/python3)
-  python3-torch python3-pytest pybind11-dev python3-pybind11 python3-numpy python3-protobuf
+  python3-torch python3-pytest python3-dev pybind11-dev python3-pybind11 python3-numpy python3-protobuf
 )
 
 missing=()

@@ -74,3 +74,27 @@ func.func @left_alone(%m: !monarch.mesh<dp = 8>, %g: !T, %h: !T) -> (!T, !T) {
   %r2 = monarch.wait %t2 : !monarch.async<!T>
   return %r1, %n : !T, !T
 }
+
+// -----
+
+!T = !monarch.tensor<4xf32, <dp = 8>>
+!C = !monarch.tensor<4xf32, <dp = 8>, stream = "comms">
+
+// A collective the program already runs on its own stream (hand-written
+// overlap) is left there: no second borrow onto "comm".
+// CHECK-LABEL: func.func @already_on_a_stream
+func.func @already_on_a_stream(%m: !monarch.mesh<dp = 8>, %g: !T) -> !T {
+  // CHECK: %[[S:.*]] = monarch.stream_create : !monarch.stream<"comms">
+  // CHECK-NEXT: %[[B:.*]], %[[TOK:.*]] = monarch.borrow %{{.*}} to %[[S]] mutable
+  // CHECK-NOT: = monarch.borrow
+  // CHECK-NOT: "comm">
+  // CHECK: return
+  %s = monarch.stream_create : !monarch.stream<"comms">
+  %b, %tok = monarch.borrow %g to %s mutable : !T -> !C
+  monarch.borrow_first_use %tok
+  %t = monarch.reduce_start %b (dp) sum inplace : !C -> !monarch.async<!C>
+  %r = monarch.wait %t : !monarch.async<!C>
+  monarch.borrow_last_use %tok
+  monarch.borrow_drop %tok
+  return %g : !T
+}

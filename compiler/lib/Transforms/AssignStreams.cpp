@@ -53,7 +53,11 @@ struct AssignStreamsPass : monarch::impl::AssignStreamsBase<AssignStreamsPass> {
       return false;
     Value origin = start.getInput();
     auto originType = cast<DTensorType>(origin.getType());
-    if (originType.getStreamName() == stream.getValue())
+    // Only collectives on the default stream move: one the program already
+    // put on a stream (on a borrow of its own) stays where it was written;
+    // re-borrowing a borrowed tensor would nest borrows the program drops in
+    // its own order.
+    if (!originType.getStreamName().empty())
       return false;
     if (!start.getToken().hasOneUse())
       return false;

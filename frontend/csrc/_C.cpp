@@ -1,0 +1,153 @@
+//===- _C.cpp - monarch._C: the C++ controller for the Python frontend ----===//
+//
+// Binds monarch::tensor::Controller (runtime/tensor, torch-free) for the
+// eager path of the Python frontend. Everything crosses as serialized plan
+// protobufs (the Python side has its own generated plan_pb2), so this module
+// links no Python protobuf runtime. Blocking calls release the GIL.
+//
+//   c = Controller([("host", 2), ("gpu", 2)], memory_cap=0, timeout_ms=60000,
+//                  worker_path="")
+//   c.declare(program_bytes); c.submit(batch_bytes)
+//   c.next_event(timeout_ms) -> None | ("worker", WorkerEvent bytes)
+//                                    | ("proc_failure", rank, message)
+//   c.size(); c.pids(); c.stop()
+//
+//===----------------------------------------------------------------------===//
+
+#include "monarch/tensor/Controller.h"
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace py = pybind11;
+using namespace monarch::tensor;
+namespace plan = monarch::plan;
+
+namespace {
+
+[[noreturn]] void raise(const monarch::Status &status) {
+  throw std::runtime_error(status.toString());
+}
+
+class PyController {
+public:
+  PyController(std::vector<std::pair<std::string, int64_t>> shape,
+               int64_t memoryCap, int64_t timeoutMs, std::string workerPath) {
+    if (memoryCap < 0)
+      throw py::value_error("memory_cap must be non-negative");
+    if (timeoutMs <= 0)
+      throw py::value_error("timeout_ms must be positive");
+    ControllerOptions options;
+    options.shape = std::move(shape);
+    options.memoryCapBytes = static_cast<size_t>(memoryCap);
+    options.timeout = std::chrono::milliseconds(timeoutMs);
+    options.workerPath = std::move(workerPath);
+    std::unique_ptr<Controller> started;
+    monarch::Status error;
+    {
+      py::gil_scoped_release release;
+      auto result = Controller::start(std::move(options));
+      if (result)
+        started = std::move(result).value();
+      else
+        error = result.status();
+    }
+    if (!started)
+      raise(error);
+    controller = std::move(started);
+  }
+
+  Controller &get() {
+    if (!controller)
+      throw std::runtime_error("the controller was stopped");
+    return *controller;
+  }
+
+  void declare(const py::bytes &programBytes) {
+    plan::Program program;
+    std::string data = programBytes;
+    if (!program.ParseFromString(data))
+      throw py::value_error("declare: the bytes are not a serialized plan.Program");
+    monarch::Status status;
+    {
+      py::gil_scoped_release release;
+      status = get().declare(program);
+    }
+    if (!status)
+      raise(status);
+  }
+
+  void submit(const py::bytes &batchBytes) {
+    plan::InstructionBatch batch;
+    std::string data = batchBytes;
+    if (!batch.ParseFromString(data))
+      throw py::value_error(
+          "submit: the bytes are not a serialized plan.InstructionBatch");
+    monarch::Status status;
+    {
+      py::gil_scoped_release release;
+      status = get().submit(batch);
+    }
+    if (!status)
+      raise(status);
+  }
+
+  py::object nextEvent(int64_t timeoutMs) {
+    std::optional<ControllerEvent> event;
+    {
+      py::gil_scoped_release release;
+      event = get().next(std::chrono::milliseconds(std::max<int64_t>(timeoutMs, 0)));
+    }
+    if (!event)
+      return py::none();
+    if (event->kind == ControllerEvent::Kind::ProcFailure)
+      return py::make_tuple("proc_failure", event->rank, event->message);
+    std::string bytes;
+    event->worker.SerializeToString(&bytes);
+    return py::make_tuple("worker", py::bytes(bytes));
+  }
+
+  int64_t size() { return get().size(); }
+
+  std::vector<int> pids() { return get().pids(); }
+
+  void stop() {
+    if (!controller)
+      return;
+    monarch::Status status;
+    {
+      py::gil_scoped_release release;
+      status = controller->stop();
+      controller.reset();
+    }
+    if (!status)
+      raise(status);
+  }
+
+private:
+  std::unique_ptr<Controller> controller;
+};
+
+} // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "monarch._C: the C++ tensor controller (runtime/tensor Controller.h)";
+  py::class_<PyController>(m, "Controller")
+      .def(py::init<std::vector<std::pair<std::string, int64_t>>, int64_t,
+                    int64_t, std::string>(),
+           py::arg("shape"), py::arg("memory_cap") = 0,
+           py::arg("timeout_ms") = 60000, py::arg("worker_path") = "")
+      .def("declare", &PyController::declare, py::arg("program_bytes"))
+      .def("submit", &PyController::submit, py::arg("batch_bytes"))
+      .def("next_event", &PyController::nextEvent, py::arg("timeout_ms") = 0)
+      .def("size", &PyController::size)
+      .def("pids", &PyController::pids)
+      .def("stop", &PyController::stop);
+}

@@ -1,0 +1,99 @@
+"""Shared fixtures of the frontend tests.
+
+Every eager test runs on two backends: ``sim`` (the in-process simulation of
+the workers, always available) and ``c`` (monarch._C: the C++ controller and
+real worker processes), which skips only when ``monarch._C`` is not built.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+_here = os.path.dirname(os.path.abspath(__file__))
+_root = os.path.dirname(os.path.dirname(_here))
+try:
+    import monarch  # noqa: F401
+except ImportError:  # running from the source tree without the build
+    sys.path.insert(0, os.path.join(_root, "frontend", "python"))
+    import monarch  # noqa: F401
+
+from monarch._session import backend_available  # noqa: E402
+from monarch._trace_api import find_monarch_opt  # noqa: E402
+
+C_SKIP_REASON = (
+    "monarch._C is not built (the C++ controller, target MonarchTensorController, "
+    "is missing from this build)"
+)
+
+
+@pytest.fixture(params=["sim", "c"])
+def backend(request: pytest.FixtureRequest) -> str:
+    if request.param == "c" and not backend_available("c"):
+        pytest.skip(C_SKIP_REASON)
+    return request.param
+
+
+# Worker processes take seconds to start: meshes of the C++ backend are kept
+# for the whole test session and shared by tests asking for the same shape
+# (as a notebook keeps its mesh). Each test gets its own mesh of a shape.
+_pool: dict = {}
+
+
+def pooled_mesh(backend: str, shape: dict, slot: int = 0, **kw):
+    from monarch.actor import this_host
+
+    if backend != "c":
+        return None
+    key = (tuple(shape.items()), tuple(sorted(kw.items())), slot)
+    m = _pool.get(key)
+    if m is None or m._session.dead is not None:
+        m = this_host().spawn_procs(dict(shape), backend="c", **kw)
+        _pool[key] = m
+    return m
+
+
+def pytest_sessionfinish(session, exitstatus):
+    for m in _pool.values():
+        m.stop()
+    _pool.clear()
+
+
+@pytest.fixture
+def spawn(backend: str):
+    """spawn(shape, **kw) -> ProcMesh on the test's backend."""
+    from monarch.actor import this_host
+
+    meshes = []
+    used: dict = {}
+
+    def make(shape, **kw):
+        key = (tuple(shape.items()), tuple(sorted(kw.items())))
+        slot = used.get(key, 0)
+        used[key] = slot + 1
+        m = pooled_mesh(backend, shape, slot, **kw)
+        if m is None:
+            m = this_host().spawn_procs(shape, backend=backend, **kw)
+            meshes.append(m)
+        return m
+
+    yield make
+    for m in meshes:
+        m.stop()
+
+
+@pytest.fixture(autouse=True)
+def _programs_pool():
+    import programs
+
+    programs.POOL = pooled_mesh
+    yield
+
+
+def require_monarch_opt() -> str:
+    opt = find_monarch_opt()
+    if opt is None:
+        pytest.skip("monarch-opt is not built (the compiler is off in this build)")
+    return opt
