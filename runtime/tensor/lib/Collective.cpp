@@ -6,6 +6,14 @@
 // decide whether a collective runs at all depend only on the plan and are
 // the same on every rank.
 //
+// Backends by device (DESIGN.md §5): CPU tensors go through `backend`
+// (Gloo), CUDA tensors through `cudaBackend` (NCCL), enqueued on the
+// instruction's stream's CUDA stream so no host synchronization is needed
+// between the kernels producing an input and the collective. A reduce picks
+// by its input's device; a rank whose input is unusable takes part on the
+// stream's last collective device (else CPU): the plan carries no device,
+// and peers must meet on one backend.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Internal.h"
@@ -61,6 +69,51 @@ struct Contribution {
   ErrorPtr error;
 };
 
+/// Where a rank whose input is unusable takes part (see the file comment):
+/// the stream's last collective device, else CPU, so CPU programs on a GPU
+/// machine meet their peers on Gloo exactly as without CUDA.
+c10::Device fallbackDevice(const CollectiveEnv &env) {
+  if (env.context && env.context->hasCollectiveDevice)
+    return env.context->collectiveDevice;
+  return c10::Device(c10::kCPU);
+}
+
+/// This worker's GPU, where received CUDA tensors go.
+c10::Device cudaDevice(const CollectiveEnv &env) {
+  int d = env.device ? env.device->device() : std::max(processDevice(), 0);
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(d));
+}
+
+/// The backend, cache-key prefix and CUDA stream for tensors on `device`.
+struct Route {
+  CollectiveBackend *backend = nullptr;
+  std::string prefix;
+  DeviceQueue queue;
+  const char *missing = nullptr; ///< message when `backend` is null
+};
+
+Route routeFor(const CollectiveEnv &env, const c10::Device &device) {
+  Route r;
+  if (device.is_cuda()) {
+    r.backend = env.cudaBackend;
+    r.prefix = "cuda/";
+    if (env.device)
+      r.queue = DeviceQueue{env.device->handle(), env.device->device()};
+    r.missing = "no NCCL backend attached to this worker for CUDA tensors";
+  } else {
+    r.backend = env.backend;
+    r.missing = "no collective backend attached to this worker";
+  }
+  return r;
+}
+
+void remember(const CollectiveEnv &env, const c10::Device &device) {
+  if (env.context) {
+    env.context->collectiveDevice = device;
+    env.context->hasCollectiveDevice = true;
+  }
+}
+
 Contribution contribution(const CollectiveEnv &env, int64_t ref,
                           const plan::TensorMeta &meta, const char *what) {
   std::vector<int64_t> shape(meta.shape().begin(), meta.shape().end());
@@ -77,17 +130,19 @@ Contribution contribution(const CollectiveEnv &env, int64_t ref,
                          shapeString(v.tensor.sizes()) + " but the plan says " +
                          c10::toString(type) + " " + shapeString(shape) +
                          "; it took part with zeros");
-    else if (!v.tensor.device().is_cpu())
+    else if (!v.tensor.device().is_cpu() && !v.tensor.is_cuda())
       c.error = env.fail(std::string(what) + " input is on " +
                          v.tensor.device().str() +
-                         "; the Gloo backend needs CPU tensors");
+                         "; collectives take CPU (Gloo) or CUDA (NCCL) "
+                         "tensors");
     else
       c.tensor = v.tensor.contiguous();
   } catch (const std::exception &e) {
     c.error = env.fail(e.what());
   }
   if (c.error)
-    c.tensor = at::zeros(shape, at::TensorOptions().dtype(type));
+    c.tensor = at::zeros(
+        shape, at::TensorOptions().dtype(type).device(fallbackDevice(env)));
   return c;
 }
 
@@ -101,7 +156,8 @@ void bindError(const RefCells &table, const std::vector<int64_t> &refs,
 
 Expected<std::shared_ptr<Communicator>>
 CommunicatorCache::get(CollectiveBackend &backend, const std::string &key,
-                       const std::vector<int64_t> &ranks, int64_t self) {
+                       const std::vector<int64_t> &ranks, int64_t self,
+                       const DeviceQueue &queue) {
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (auto it = comms.find(key); it != comms.end())
@@ -110,7 +166,8 @@ CommunicatorCache::get(CollectiveBackend &backend, const std::string &key,
   // Connect without the lock: keys hold the stream, so a key is only ever
   // created by that stream's thread, and other streams must not wait on a
   // rendezvous that may need their own progress.
-  auto comm = backend.connect(key, ranks, self);
+  auto comm = queue.cudaStream ? backend.connectOn(key, ranks, self, queue)
+                               : backend.connect(key, ranks, self);
   if (!comm.ok())
     return comm;
   std::lock_guard<std::mutex> lock(mutex);
@@ -188,20 +245,24 @@ void runReduce(const CollectiveEnv &env, const plan::Reduce &r,
   }
   const std::vector<int64_t> &ranks = group.value();
   int64_t n = static_cast<int64_t>(ranks.size());
-  if (!env.backend) {
+  // The input decides the backend (and an unusable one the fallback device).
+  Contribution in = contribution(env, r.input(), r.input_meta(), "reduce");
+  Route route = routeFor(env, in.tensor.device());
+  if (!route.backend) {
     bindError(*env.table, targets,
-              env.fail("no collective backend attached to this worker"));
+              in.error ? in.error : env.fail(route.missing));
     return;
   }
-  std::string key = "s" + std::to_string(env.stream) + "/" + join(ranks);
-  auto comm = env.cache->get(*env.backend, key, ranks, env.rank);
+  remember(env, in.tensor.device());
+  std::string key =
+      route.prefix + "s" + std::to_string(env.stream) + "/" + join(ranks);
+  auto comm = env.cache->get(*route.backend, key, ranks, env.rank, route.queue);
   if (!comm.ok()) {
     bindError(*env.table, targets, env.fail(comm.status().message()));
     return;
   }
   Communicator &c = *comm.value();
 
-  Contribution in = contribution(env, r.input(), r.input_meta(), "reduce");
   ErrorPtr error = in.error;
   const at::Tensor &input = in.tensor;
   std::vector<int64_t> shape(r.input_meta().shape().begin(),
@@ -304,90 +365,138 @@ void runSend(const CollectiveEnv &env, const plan::SendTensor &s,
   Contribution in;
   if (amSource)
     in = contribution(env, s.input(), s.meta(), "to_mesh");
+  auto failResult = [&](const ErrorPtr &e) {
+    if (amDest)
+      bindError(*env.table, {s.result()}, e);
+  };
 
-  std::shared_ptr<Communicator> comm;
-  std::string key = "p" + std::to_string(env.stream) + "/" + join(ranks);
-  if (crossProcess) {
-    if (!env.backend) {
-      ErrorPtr e = env.fail("no collective backend attached to this worker");
-      if (amDest)
-        bindError(*env.table, {s.result()}, e);
-      return;
-    }
-    auto c = env.cache->get(*env.backend, key, ranks, env.rank);
-    if (!c.ok()) {
-      ErrorPtr e = env.fail(c.status().message());
-      if (amDest)
-        bindError(*env.table, {s.result()}, e);
-      return;
-    }
-    comm = c.value();
+  if (!crossProcess) {
+    // Same process: still a copy (later in-place changes must not show),
+    // made on this stream, so its CUDA stream orders it after the input.
+    if (amDest)
+      env.table->set(s.result(), in.error
+                                     ? RefValue{at::Tensor(), in.error}
+                                     : RefValue{in.tensor.clone(), nullptr});
+    return;
   }
 
-  std::vector<int64_t> shape(s.meta().shape().begin(), s.meta().shape().end());
-  at::TensorOptions options =
-      at::TensorOptions().dtype(toScalarType(s.meta().dtype()));
-  // Header: {errored, root instruction} so receivers learn of an error.
-  at::Tensor header = at::zeros({2}, at::TensorOptions().dtype(at::kLong));
-  if (in.error) {
-    header.data_ptr<int64_t>()[0] = 1;
-    header.data_ptr<int64_t>()[1] = in.error->instruction;
+  // Step 1, every member: an all-gather of each member's {errored, root
+  // instruction, device (0 none, 1 CPU, 2 CUDA)}. Receivers learn their
+  // source's error and device, and every member learns which backends the
+  // data needs, so all of them connect the same communicators (NCCL's
+  // creation is collective). It runs on the CPU backend when there is one.
+  Route control = env.backend ? routeFor(env, c10::Device(c10::kCPU))
+                              : routeFor(env, fallbackDevice(env));
+  if (!control.backend) {
+    failResult(env.fail(control.missing));
+    return;
   }
+  std::string stream = std::to_string(env.stream);
+  std::string key = control.prefix + "p" + stream + "/" + join(ranks);
+  auto controlComm =
+      env.cache->get(*control.backend, key, ranks, env.rank, control.queue);
+  if (!controlComm.ok()) {
+    failResult(env.fail(controlComm.status().message()));
+    return;
+  }
+  uint64_t tag = env.cache->nextTag(key) * 2;
+  c10::Device controlDevice =
+      control.prefix.empty() ? c10::Device(c10::kCPU) : fallbackDevice(env);
+  at::TensorOptions longs = at::TensorOptions().dtype(at::kLong);
+  at::Tensor mine = at::zeros({3}, longs);
+  if (amSource) {
+    auto *h = mine.data_ptr<int64_t>();
+    h[0] = in.error ? 1 : 0;
+    h[1] = in.error ? in.error->instruction : 0;
+    h[2] = in.tensor.is_cuda() ? 2 : 1;
+  }
+  mine = mine.to(controlDevice);
+  at::Tensor all = at::empty({static_cast<int64_t>(ranks.size()), 3},
+                             longs.device(controlDevice));
+  if (Status st = controlComm.value()->allgather(bufferOf(mine), bufferOf(all));
+      !st.isOk()) {
+    failResult(env.fail(st.message()));
+    return;
+  }
+  at::Tensor table = all.cpu(); // waits for the gather on a CUDA control
+  auto infoOf = [&](int64_t rank) {
+    return table.data_ptr<int64_t>() + 3 * indexOf(rank);
+  };
 
-  std::vector<PeerBuffer> sends, recvs;
-  at::Tensor received, receivedHeader;
+  // Step 2: the data, by device. CPU transfers first, then CUDA, on every
+  // member, so a rank that sends on one backend and receives on the other
+  // cannot wait on a peer that does them in the other order.
+  bool needs[3] = {false, false, false};
+  for (int64_t r : source.ranks()) {
+    const int64_t *h = infoOf(r);
+    if (h[0] == 0 && h[2] > 0 && h[2] < 3)
+      needs[h[2]] = true;
+  }
+  std::vector<PeerBuffer> sends[3], recvs[3];
+  at::Tensor received;
   int64_t from = -1;
   for (const auto &[src, dst] : pairs) {
     if (src == env.rank && dst == env.rank) {
-      // Same process: still a copy (later in-place changes must not show).
       env.table->set(s.result(), in.error
                                      ? RefValue{at::Tensor(), in.error}
                                      : RefValue{in.tensor.clone(), nullptr});
     } else if (src == env.rank) {
-      sends.push_back({bufferOf(in.tensor), indexOf(dst)});
+      if (!in.error)
+        sends[in.tensor.is_cuda() ? 2 : 1].push_back(
+            {bufferOf(in.tensor), indexOf(dst)});
     } else if (dst == env.rank) {
       from = src;
-      received = at::empty(shape, options);
-      receivedHeader = at::empty({2}, at::TensorOptions().dtype(at::kLong));
     }
   }
-  if (!crossProcess || (sends.empty() && from < 0)) {
-    if (crossProcess) // a member with nothing to move still counts the tag
-      env.cache->nextTag(key);
-    return;
-  }
-  uint64_t tag = env.cache->nextTag(key) * 2;
-  std::vector<PeerBuffer> headerSends;
-  for (const auto &p : sends)
-    headerSends.push_back({bufferOf(header), p.peer});
-  std::vector<PeerBuffer> headerRecvs, dataRecvs;
   if (from >= 0) {
-    headerRecvs.push_back({bufferOf(receivedHeader), indexOf(from)});
-    dataRecvs.push_back({bufferOf(received), indexOf(from)});
-  }
-  Status st = comm->sendRecv(headerSends, headerRecvs, tag);
-  if (st.isOk())
-    st = comm->sendRecv(sends, dataRecvs, tag + 1);
-  if (!st.isOk()) {
-    ErrorPtr e = env.fail(st.message());
-    if (from >= 0)
+    const int64_t *h = infoOf(from);
+    if (h[0] != 0) {
+      auto e = std::make_shared<ErrorRecord>();
+      e->instruction = h[1];
+      e->rank = from;
+      e->message = "the input of to_mesh was an error on rank " +
+                   std::to_string(from) + " (root failure: instruction " +
+                   std::to_string(h[1]) + ")";
       bindError(*env.table, {s.result()}, e);
-    return;
+      from = -1;
+    } else {
+      int kind = h[2] == 2 ? 2 : 1;
+      c10::Device device = kind == 2 ? cudaDevice(env) : c10::Device(c10::kCPU);
+      std::vector<int64_t> shape(s.meta().shape().begin(),
+                                 s.meta().shape().end());
+      received = at::empty(shape, at::TensorOptions()
+                                      .dtype(toScalarType(s.meta().dtype()))
+                                      .device(device));
+      recvs[kind].push_back({bufferOf(received), indexOf(from)});
+    }
+  }
+  ErrorPtr failure;
+  for (int kind : {1, 2}) {
+    if (!needs[kind])
+      continue;
+    c10::Device device = kind == 2 ? cudaDevice(env) : c10::Device(c10::kCPU);
+    Route route = routeFor(env, device);
+    remember(env, device);
+    if (!route.backend) {
+      if (!failure)
+        failure = env.fail(route.missing);
+      continue;
+    }
+    std::string dataKey = route.prefix + "p" + stream + "/" + join(ranks);
+    auto comm =
+        env.cache->get(*route.backend, dataKey, ranks, env.rank, route.queue);
+    Status st = comm.ok()
+                    ? comm.value()->sendRecv(sends[kind], recvs[kind], tag + 1)
+                    : comm.status();
+    if (!st.isOk() && !failure)
+      failure = env.fail(st.message());
   }
   if (from < 0)
     return;
-  auto *h = receivedHeader.data_ptr<int64_t>();
-  if (h[0] != 0) {
-    auto e = std::make_shared<ErrorRecord>();
-    e->instruction = h[1];
-    e->rank = from;
-    e->message = "the input of to_mesh was an error on rank " +
-                 std::to_string(from) + " (root failure: instruction " +
-                 std::to_string(h[1]) + ")";
-    bindError(*env.table, {s.result()}, e);
-  } else {
+  if (failure)
+    bindError(*env.table, {s.result()}, failure);
+  else
     env.table->set(s.result(), RefValue{received, nullptr});
-  }
 }
 
 } // namespace monarch::tensor::detail

@@ -83,9 +83,10 @@ bool Event::wait(std::chrono::milliseconds timeout) {
   return cv.wait_for(lock, timeout, [&] { return done; });
 }
 
-SerialQueue::SerialQueue(std::string name, int64_t id, const TraceSink *trace)
-    : label(std::move(name)), id(id), trace(trace), thread([this] { loop(); }) {
-}
+SerialQueue::SerialQueue(std::string name, int64_t id, const TraceSink *trace,
+                         std::shared_ptr<DeviceStream> device)
+    : label(std::move(name)), id(id), trace(trace), device(std::move(device)),
+      thread([this] { loop(); }) {}
 
 SerialQueue::~SerialQueue() {
   {
@@ -137,6 +138,20 @@ void SerialQueue::loop() {
   StreamContext ctx;
   ctx.stream = id;
   ctx.trace = trace;
+  // The CUDA stream is made current lazily, before the first task run once
+  // the process wants CUDA (a plan named a cuda device): creating a pool
+  // stream creates the GPU context, which a CPU-only program on a GPU
+  // machine should not pay for (memory, start-up, and a slower exit).
+  auto activate = [&] {
+    if (!device || ctx.device || !cudaWanted())
+      return;
+    try {
+      device->makeCurrent();
+      ctx.device = device.get();
+    } catch (...) {
+      device.reset(); // unusable GPU: the stream stays a CPU stream
+    }
+  };
   TaskBatch batch;
   std::unique_lock<std::mutex> lock(mutex);
   while (true) {
@@ -162,6 +177,7 @@ void SerialQueue::loop() {
     lock.unlock();
     uint64_t finished = done.load(std::memory_order_relaxed);
     for (auto &task : batch) {
+      activate();
       try {
         if (trace && !task->name.empty()) {
           int64_t start = nowNs();
@@ -286,7 +302,23 @@ struct BorrowSync {
   Event created;  ///< origin stream reached the borrow
   Event lastUse;  ///< receiving stream is done with it
   RefValue value; ///< written before `created` is signalled
+  /// For CUDA tensors (DESIGN.md §6.4), in addition to the host events:
+  /// recorded on the origin's CUDA stream at create (before `created` is
+  /// signalled) and waited on by the receiver's at first use; recorded on
+  /// the receiver's at last use (before `lastUse`) and waited on by the
+  /// origin's at drop. The host events order the tasks; these order the
+  /// kernels the tasks launched.
+  std::shared_ptr<DeviceEvent> createdOnDevice, lastUseOnDevice;
+  /// Set by the receiver's first use (its thread only): the value is a
+  /// CUDA tensor it waited for on the device, so its last use records.
+  bool receiverOnDevice = false;
 };
+
+/// The CUDA stream of `ctx` when `v` is a CUDA tensor on it, else null.
+DeviceStream *deviceFor(const StreamContext &ctx, const RefValue &v) {
+  return ctx.device && v.tensor.defined() && v.tensor.is_cuda() ? ctx.device
+                                                                : nullptr;
+}
 
 struct Borrow {
   int64_t id, input, result, from, to;
@@ -427,7 +459,10 @@ std::string recordingWhere(int64_t recording, int64_t call,
 
 struct Executor::Impl {
   Impl(ExecutorOptions opts, ExecutorCallbacks cbs)
-      : options(std::move(opts)), callbacks(std::move(cbs)) {
+      : options(std::move(opts)), callbacks(std::move(cbs)),
+        device(workerDevice(options.rank)) {
+    if (device >= 0)
+      setProcessDevice(device);
     if (!options.rootShape.empty())
       setRoot(options.rootShape);
     if (options.memoryCapBytes)
@@ -471,7 +506,8 @@ struct Executor::Impl {
   void addQueue(int64_t id, std::string name) {
     Stream s;
     s.queue = std::make_unique<SerialQueue>(std::move(name), id,
-                                            traceSink ? &traceSink : nullptr);
+                                            traceSink ? &traceSink : nullptr,
+                                            makeDeviceStream(device));
     streams.emplace(id, std::move(s));
   }
 
@@ -1094,11 +1130,15 @@ struct Executor::Impl {
 
   // --- collectives -----------------------------------------------------------
 
-  CollectiveEnv collectiveEnv(const InstPtr &i, const RefCells &cells) {
+  CollectiveEnv collectiveEnv(const InstPtr &i, const RefCells &cells,
+                              StreamContext &ctx) {
     CollectiveEnv env;
     env.rank = options.rank;
     env.stream = i->stream;
     env.backend = options.collectives.get();
+    env.cudaBackend = options.cudaCollectives.get();
+    env.device = ctx.device;
+    env.context = &ctx;
     env.cache = &comms;
     env.table = &cells;
     env.fail = [this, i](const std::string &m) { return rootError(*i, m); };
@@ -1129,13 +1169,14 @@ struct Executor::Impl {
     InstPtr i = info(inst);
     plan::Reduce op = r;
     push(stream(inst.stream()),
-         traced(makeTask([this, i, op, view, useError, cells](StreamContext &) {
-                  CollectiveEnv env = collectiveEnv(i, cells);
-                  if (!useError.empty())
-                    env.inputError = rootError(*i, useError);
-                  execute(*i, {}, [&] { runReduce(env, op, view); });
-                }),
-                inst, kindName(inst)));
+         traced(
+             makeTask([this, i, op, view, useError, cells](StreamContext &ctx) {
+               CollectiveEnv env = collectiveEnv(i, cells, ctx);
+               if (!useError.empty())
+                 env.inputError = rootError(*i, useError);
+               execute(*i, {}, [&] { runReduce(env, op, view); });
+             }),
+             inst, kindName(inst)));
   }
 
   void send(const plan::Instruction &inst) {
@@ -1164,8 +1205,8 @@ struct Executor::Impl {
     mesh::MeshView source = *src, dest = *dst;
     push(stream(inst.stream()),
          traced(makeTask([this, i, op, source, dest, useError,
-                          cells](StreamContext &) {
-                  CollectiveEnv env = collectiveEnv(i, cells);
+                          cells](StreamContext &ctx) {
+                  CollectiveEnv env = collectiveEnv(i, cells, ctx);
                   if (!useError.empty())
                     env.inputError = rootError(*i, useError);
                   execute(*i, {}, [&] { runSend(env, op, source, dest); });
@@ -1229,14 +1270,28 @@ struct Executor::Impl {
     // The origin stream records the "event" once everything before the
     // borrow on it has run.
     push(stream(bc.from_stream()),
-         traced(makeTask([this, sync, input](StreamContext &) {
+         traced(makeTask([this, sync, input](StreamContext &ctx) {
                   if (input->bound)
                     sync->value = input->value;
                   else
                     sync->value.error =
                         std::make_shared<ErrorRecord>(ErrorRecord{
                             -1, options.rank, "borrowed ref has no value", ""});
-                  sync->created.signal();
+                  if (DeviceStream *d = deviceFor(ctx, sync->value)) {
+                    try {
+                      sync->createdOnDevice = d->record();
+                    } catch (const std::exception &e) {
+                      sync->value = RefValue{
+                          at::Tensor(),
+                          std::make_shared<ErrorRecord>(ErrorRecord{
+                              -1, options.rank,
+                              std::string("cannot record the borrow's CUDA "
+                                          "event: ") +
+                                  e.what(),
+                              ""})};
+                    }
+                  }
+                  sync->created.signal(); // always: the receiver waits on it
                 }),
                 inst, kindName(inst)));
   }
@@ -1249,12 +1304,26 @@ struct Executor::Impl {
     Cell *result = refs.at(b.result).cell;
     InstPtr i = std::make_shared<const InstInfo>(InstInfo{
         b.createdBy, b.to, "first use of borrow " + std::to_string(b.id)});
-    TaskPtr task = makeTask([this, sync, result, i](StreamContext &) {
-      if (sync->created.wait(options.timeout))
-        result->set(sync->value);
-      else
+    TaskPtr task = makeTask([this, sync, result, i](StreamContext &ctx) {
+      if (!sync->created.wait(options.timeout)) {
         result->setError(rootError(*i, "timed out waiting for the origin "
                                        "stream of the borrow"));
+        return;
+      }
+      if (DeviceStream *d = deviceFor(ctx, sync->value)) {
+        try {
+          if (sync->createdOnDevice)
+            d->wait(*sync->createdOnDevice);
+          // Freed on its own stream later, its memory must not go to new
+          // work there while this stream's kernels may still read it.
+          d->recordUse(sync->value.tensor);
+          sync->receiverOnDevice = true;
+        } catch (const c10::Error &e) {
+          result->setError(rootError(*i, e.what_without_backtrace()));
+          return;
+        }
+      }
+      result->set(sync->value);
     });
     if (inst)
       task = traced(std::move(task), *inst, kindName(*inst));
@@ -1268,8 +1337,16 @@ struct Executor::Impl {
     b.phase = BorrowPhase::LastUse;
     auto sync = b.sync;
     Cell *result = refs.at(b.result).cell;
-    TaskPtr task = makeTask([sync, result](StreamContext &) {
+    TaskPtr task = makeTask([sync, result](StreamContext &ctx) {
       result->clear();
+      if (sync->receiverOnDevice && ctx.device) {
+        try {
+          sync->lastUseOnDevice = ctx.device->record();
+        } catch (...) {
+          // The origin then orders by the host event alone; a CUDA error
+          // this severe fails the origin's next kernel anyway.
+        }
+      }
       sync->lastUse.signal();
     });
     if (inst)
@@ -1327,10 +1404,20 @@ struct Executor::Impl {
     auto sync = b.sync;
     InstPtr i = info(inst);
     push(stream(b.from),
-         traced(makeTask([this, sync, i](StreamContext &) {
-                  if (!sync->lastUse.wait(options.timeout))
+         traced(makeTask([this, sync, i](StreamContext &ctx) {
+                  if (!sync->lastUse.wait(options.timeout)) {
                     rootError(*i, "timed out waiting for the last use of the "
                                   "borrow");
+                    return;
+                  }
+                  if (DeviceStream *d = deviceFor(ctx, sync->value))
+                    if (sync->lastUseOnDevice) {
+                      try {
+                        d->wait(*sync->lastUseOnDevice);
+                      } catch (const c10::Error &e) {
+                        rootError(*i, e.what_without_backtrace());
+                      }
+                    }
                 }),
                 inst, kindName(inst)));
   }
@@ -1361,7 +1448,7 @@ struct Executor::Impl {
     std::string useError = checkUse(ref, inst.stream(), false);
     Cell *cell = useError.empty() ? refs.at(ref).cell : nullptr;
     push(stream(inst.stream()),
-         traced(makeTask([this, i, ref, cell, useError](StreamContext &) {
+         traced(makeTask([this, i, ref, cell, useError](StreamContext &ctx) {
                   plan::FetchReply reply;
                   reply.set_instruction(i->id);
                   reply.set_rank(options.rank);
@@ -1379,6 +1466,13 @@ struct Executor::Impl {
                                                 " has no value on this rank"));
                   } else if (cell->value.error) {
                     setError(*cell->value.error);
+                  } else if (deviceFor(ctx, cell->value) &&
+                             !ctx.device->synchronize(options.timeout)) {
+                    // The copy to CPU below would block on the stream
+                    // without a bound; wait for its kernels first.
+                    setError(*rootError(
+                        *i, "timed out waiting for the GPU work of stream " +
+                                std::to_string(ctx.stream)));
                   } else {
                     try {
                       toTensorData(cell->value.tensor, reply.mutable_value());
@@ -1400,6 +1494,11 @@ struct Executor::Impl {
     // One task per stream; the last to run replies and reports the event.
     for (auto &[sid, s] : streams)
       push(s, makeTask([this, remaining, id, recording](StreamContext &ctx) {
+             // "Finished" includes the kernels this stream launched.
+             if (ctx.device && !ctx.device->synchronize(options.timeout))
+               rootError(id, "",
+                         "timed out waiting for the GPU work of stream " +
+                             std::to_string(ctx.stream));
              if (remaining->fetch_sub(1) != 1)
                return;
              int64_t start = ctx.trace ? nowNs() : 0;
@@ -1714,6 +1813,9 @@ struct Executor::Impl {
 
   ExecutorOptions options;
   ExecutorCallbacks callbacks;
+  /// This worker's GPU (workerDevice), -1 without CUDA: every stream gets a
+  /// CUDA stream of it.
+  int device;
   TraceSink traceSink; ///< empty unless callbacks.onTrace is set
   CommunicatorCache comms;
   std::mutex callbackMutex;

@@ -101,9 +101,70 @@ private:
 using TraceSink = std::function<void(int64_t, int64_t, std::string_view,
                                      int64_t, int64_t, int64_t)>;
 
+// --- cuda/DeviceStream.cpp ---------------------------------------------------
+//
+// The CUDA side of the executor behind a torch-CUDA-free interface, so only
+// one translation unit includes CUDA headers and a CPU-only torch builds
+// (and behaves) exactly as without it. Compiled with MONARCH_TORCH_CUDA when
+// torch has CUDA; otherwise every factory returns null / -1.
+
+/// A point in a device stream's work (a CUDA event; RAII, destroyed with
+/// the last reference).
+class DeviceEvent {
+public:
+  virtual ~DeviceEvent() = default;
+};
+
+/// The device half of one plan stream: a CUDA stream of this worker's GPU
+/// from c10's pool. The plan stream's thread makes it current once, so every
+/// ATen call of its tasks launches on it; host-side order stays the
+/// thread's queue order.
+class DeviceStream {
+public:
+  virtual ~DeviceStream() = default;
+  /// Sets the device and the current CUDA stream of the calling thread.
+  virtual void makeCurrent() = 0;
+  /// An event of the work enqueued on this stream so far.
+  virtual std::shared_ptr<DeviceEvent> record() = 0;
+  /// Later work on this stream waits for `event`, on the device (the host
+  /// does not block).
+  virtual void wait(const DeviceEvent &event) = 0;
+  /// Blocks the host until the work enqueued so far has finished; false
+  /// on timeout.
+  virtual bool synchronize(std::chrono::milliseconds timeout) = 0;
+  /// Tells the caching allocator that `t` is in use on this stream, so
+  /// freeing it on its own stream does not hand its memory to new work
+  /// before this stream's work on it has finished. No-op for CPU tensors.
+  virtual void recordUse(const at::Tensor &t) = 0;
+  /// The cudaStream_t.
+  virtual void *handle() const = 0;
+  virtual int device() const = 0;
+};
+
+/// This worker's GPU: `rank % device count` when torch has CUDA and a GPU
+/// exists (one rank per GPU; with one GPU every rank shares it), else -1.
+int workerDevice(int64_t rank);
+/// A stream of `device` whose pool CUDA stream is taken by makeCurrent();
+/// null without CUDA.
+std::shared_ptr<DeviceStream> makeDeviceStream(int device);
+/// The process's worker GPU (one worker per process), used to place
+/// tensors requested on any `cuda` device; -1 when none.
+void setProcessDevice(int device);
+int processDevice();
+/// Set once a plan names a cuda device that maps to the worker's GPU;
+/// stream threads make their CUDA streams current from then on.
+void setCudaWanted();
+bool cudaWanted();
+
 /// What a stream thread lends the tasks it runs.
 struct StreamContext {
   int64_t stream = 0;
+  /// The plan stream's CUDA stream, current on this thread; null on CPU.
+  DeviceStream *device = nullptr;
+  /// The device of this stream's last collective: a rank whose input is an
+  /// error takes part on it, so it joins the backend its peers use.
+  c10::Device collectiveDevice{c10::kCPU};
+  bool hasCollectiveDevice = false;
   /// Null unless the executor traces: then composite tasks (recording calls)
   /// report each instruction they run.
   const TraceSink *trace = nullptr;
@@ -159,8 +220,10 @@ private:
 /// most one wake-up per batch, not per instruction).
 class SerialQueue {
 public:
-  /// `trace` (may be null) outlives the queue.
-  SerialQueue(std::string name, int64_t id, const TraceSink *trace);
+  /// `trace` (may be null) outlives the queue; `device` (may be null) is
+  /// made current on the queue's thread before its first task.
+  SerialQueue(std::string name, int64_t id, const TraceSink *trace,
+              std::shared_ptr<DeviceStream> device = nullptr);
   ~SerialQueue(); ///< Runs what is queued, then joins.
   /// Takes every task of `batch`, leaving it empty.
   void push(TaskBatch &batch);
@@ -176,6 +239,7 @@ private:
   std::string label;
   int64_t id;
   const TraceSink *trace;
+  std::shared_ptr<DeviceStream> device;
   std::mutex mutex;
   std::condition_variable wake, idle;
   TaskBatch tasks;
@@ -217,10 +281,12 @@ size_t memoryInUse();
 /// Communicators created once per key and cached (DESIGN.md §5).
 class CommunicatorCache {
 public:
+  /// `queue`: where the communicator's device work goes (NCCL).
   Expected<std::shared_ptr<Communicator>> get(CollectiveBackend &backend,
                                               const std::string &key,
                                               const std::vector<int64_t> &ranks,
-                                              int64_t self);
+                                              int64_t self,
+                                              const DeviceQueue &queue = {});
   /// Next point-to-point tag of a communicator (the same sequence on every
   /// member, since members issue its instructions in the same order).
   uint64_t nextTag(const std::string &key);
@@ -235,7 +301,12 @@ private:
 struct CollectiveEnv {
   int64_t rank;
   int64_t stream;
-  CollectiveBackend *backend; ///< may be null
+  CollectiveBackend *backend;     ///< CPU tensors (Gloo); may be null
+  CollectiveBackend *cudaBackend; ///< CUDA tensors (NCCL); may be null
+  /// The stream's CUDA stream (NCCL runs on it); null on CPU.
+  DeviceStream *device = nullptr;
+  /// The stream's last collective device (read and updated).
+  StreamContext *context = nullptr;
   CommunicatorCache *cache;
   const RefCells *table; ///< the refs this instruction may touch
   /// Reports a root failure and returns its record.

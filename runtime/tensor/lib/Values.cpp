@@ -102,7 +102,16 @@ void toTensorData(const at::Tensor &t, plan::TensorData *out) {
 }
 
 c10::Device mapDevice(c10::Device device) {
-  if (!device.is_cuda() || at::detail::getCUDAHooks().hasCUDA())
+  if (!device.is_cuda())
+    return device;
+  // One rank per GPU (as Monarch gives each worker one visible device):
+  // every cuda index names this worker's GPU, so a plan written for
+  // "cuda:0" places each rank's tensors on its own device.
+  if (int d = processDevice(); d >= 0) {
+    setCudaWanted(); // before any task using this value runs
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(d));
+  }
+  if (at::detail::getCUDAHooks().hasCUDA())
     return device;
   static std::once_flag warned;
   std::call_once(warned, [] {

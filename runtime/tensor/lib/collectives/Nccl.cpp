@@ -1,13 +1,14 @@
 //===- Nccl.cpp - The NCCL collective backend (CUDA tensors) --------------===//
 //
 // Compiled with MONARCH_HAVE_NCCL when CMake finds the CUDA toolkit and NCCL.
-// Each communicator owns a CUDA stream; a call enqueues the NCCL operation on
-// it and waits for it (bounded by the timeout, aborting the communicator on
-// expiry), so the interface stays blocking like Gloo's.
-//
-// TODO(GPU session): run the executor's CUDA streams through here (take the
-// caller's cudaStream_t and record events instead of synchronizing), and run
-// the multi-process tests on the GPU machine.
+// A communicator enqueues each operation on a CUDA stream: the caller's
+// (connectOn: the executor passes the instruction's stream's CUDA stream, so
+// the collective is ordered after the kernels that produced its buffers and
+// before the ones that read its result, with no host synchronization in
+// between), or one it owns (connect). Each call then waits for an event
+// recorded after the operation (bounded by the timeout, aborting the
+// communicator on expiry), so the interface stays blocking like Gloo's and a
+// failure is reported by the instruction that caused it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,12 +69,17 @@ ncclRedOp_t ncclOp(ReduceKind kind) {
 
 class NcclCommunicator : public Communicator {
 public:
-  NcclCommunicator(ncclComm_t comm, cudaStream_t stream, int rank, int size,
+  /// Takes `comm`, `done`, and `stream` when `ownsStream`.
+  NcclCommunicator(ncclComm_t comm, cudaStream_t stream, bool ownsStream,
+                   cudaEvent_t done, int rank, int size,
                    std::chrono::milliseconds timeout)
-      : comm(comm), stream(stream), myRank(rank), n(size), timeout(timeout) {}
+      : comm(comm), stream(stream), ownsStream(ownsStream), done(done),
+        myRank(rank), n(size), timeout(timeout) {}
   ~NcclCommunicator() override {
     ncclCommDestroy(comm);
-    cudaStreamDestroy(stream);
+    cudaEventDestroy(done);
+    if (ownsStream)
+      cudaStreamDestroy(stream);
   }
 
   int rank() const override { return myRank; }
@@ -126,14 +132,20 @@ public:
   }
 
 private:
-  /// Waits for the enqueued work, bounded by the timeout.
+  /// Waits for the enqueued work, bounded by the timeout. An event rather
+  /// than the stream: on a caller's stream, later work is not ours to wait
+  /// for.
   Status finish(ncclResult_t launched) {
     if (launched != ncclSuccess)
       return Status(ErrorCode::Internal,
                     std::string("nccl: ") + ncclGetErrorString(launched));
-    auto deadline = std::chrono::steady_clock::now() + timeout;
+    if (cudaError_t e = cudaEventRecord(done, stream); e != cudaSuccess)
+      return Status(ErrorCode::Internal,
+                    std::string("cuda: ") + cudaGetErrorString(e));
+    auto start = std::chrono::steady_clock::now();
+    auto deadline = start + timeout;
     while (true) {
-      cudaError_t q = cudaStreamQuery(stream);
+      cudaError_t q = cudaEventQuery(done);
       if (q == cudaSuccess)
         return Status();
       if (q != cudaErrorNotReady)
@@ -144,16 +156,24 @@ private:
       if (async != ncclSuccess)
         return Status(ErrorCode::Internal,
                       std::string("nccl: ") + ncclGetErrorString(async));
-      if (std::chrono::steady_clock::now() >= deadline) {
+      auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
         ncclCommAbort(comm);
         return Status(ErrorCode::Internal, "nccl: collective timed out");
       }
-      std::this_thread::yield();
+      // Spin briefly (small collectives), then sleep so a long wait leaves
+      // the core to the other streams' threads.
+      if (now - start < std::chrono::microseconds(200))
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
 
   ncclComm_t comm;
   cudaStream_t stream;
+  bool ownsStream;
+  cudaEvent_t done;
   int myRank, n;
   std::chrono::milliseconds timeout;
 };
@@ -167,6 +187,12 @@ public:
   Expected<std::shared_ptr<Communicator>>
   connect(const std::string &key, const std::vector<int64_t> &ranks,
           int64_t self) override {
+    return connectOn(key, ranks, self, DeviceQueue{});
+  }
+
+  Expected<std::shared_ptr<Communicator>>
+  connectOn(const std::string &key, const std::vector<int64_t> &ranks,
+            int64_t self, const DeviceQueue &queue) override {
     Expected<int> member = memberIndex(key, ranks, self);
     if (!member.ok())
       return member.status();
@@ -190,20 +216,36 @@ public:
                       "nccl: malformed unique id for " + key);
       std::memcpy(&id, bytes.value().data(), sizeof(id));
     }
-    cudaStream_t stream;
-    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) !=
-        cudaSuccess)
+    // NCCL binds a communicator to the current device: the queue's.
+    if (queue.device >= 0)
+      if (cudaError_t e = cudaSetDevice(queue.device); e != cudaSuccess)
+        return Status(ErrorCode::Internal,
+                      std::string("cuda: ") + cudaGetErrorString(e));
+    cudaStream_t stream = static_cast<cudaStream_t>(queue.cudaStream);
+    bool owns = stream == nullptr;
+    if (owns && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) !=
+                    cudaSuccess)
       return Status(ErrorCode::Internal, "cuda: cannot create a stream");
+    cudaEvent_t done;
+    if (cudaEventCreateWithFlags(&done, cudaEventDisableTiming) !=
+        cudaSuccess) {
+      if (owns)
+        cudaStreamDestroy(stream);
+      return Status(ErrorCode::Internal, "cuda: cannot create an event");
+    }
     ncclComm_t comm;
     if (ncclResult_t r =
             ncclCommInitRank(&comm, static_cast<int>(ranks.size()), id, index);
         r != ncclSuccess) {
-      cudaStreamDestroy(stream);
+      cudaEventDestroy(done);
+      if (owns)
+        cudaStreamDestroy(stream);
       return Status(ErrorCode::Internal,
                     std::string("nccl: ") + ncclGetErrorString(r));
     }
     return std::shared_ptr<Communicator>(std::make_shared<NcclCommunicator>(
-        comm, stream, index, static_cast<int>(ranks.size()), timeout));
+        comm, stream, owns, done, index, static_cast<int>(ranks.size()),
+        timeout));
   }
 
 private:

@@ -25,10 +25,15 @@ public:
         config.timeout_ms() > 0 ? config.timeout_ms() : 60000);
     options.memoryCapBytes = config.memory_cap_bytes();
     if (!config.store_dir().empty()) {
+      auto store = std::make_shared<FileStore>(config.store_dir());
       GlooOptions gloo;
       gloo.timeout = options.timeout;
-      options.collectives = makeGlooBackend(
-          std::make_shared<FileStore>(config.store_dir()), gloo);
+      options.collectives = makeGlooBackend(store, gloo);
+      // CUDA tensors go through NCCL when this build has it and a GPU
+      // exists; it rendezvouses through the same store under its own key
+      // prefix (monarch/nccl/...).
+      if (ncclAvailable())
+        options.cudaCollectives = makeNcclBackend(store, options.timeout);
     }
     int64_t rank = options.rank;
     auto report = [this, rank](plan::WorkerEvent event) {

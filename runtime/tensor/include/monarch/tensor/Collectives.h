@@ -94,6 +94,15 @@ public:
                           uint64_t tag) = 0;
 };
 
+/// Where a communicator's device work is enqueued: a caller's CUDA stream
+/// (a `cudaStream_t`, kept opaque so this header stays CUDA- and torch-free)
+/// on `device`, or none (the backend's own stream). Backends without device
+/// work ignore it.
+struct DeviceQueue {
+  void *cudaStream = nullptr;
+  int device = -1;
+};
+
 class CollectiveBackend {
 public:
   virtual ~CollectiveBackend() = default;
@@ -104,6 +113,18 @@ public:
   virtual Expected<std::shared_ptr<Communicator>>
   connect(const std::string &key, const std::vector<int64_t> &ranks,
           int64_t self) = 0;
+  /// connect() for a communicator whose device work runs on `queue`: NCCL
+  /// enqueues each collective on that CUDA stream, so it is ordered after
+  /// the kernels that produced its buffers without a host synchronization,
+  /// and later kernels on the stream see its result. Calls still block (the
+  /// wait is bounded by the backend's timeout) so failures surface at the
+  /// instruction. The stream must outlive the communicator.
+  virtual Expected<std::shared_ptr<Communicator>>
+  connectOn(const std::string &key, const std::vector<int64_t> &ranks,
+            int64_t self, const DeviceQueue &queue) {
+    (void)queue;
+    return connect(key, ranks, self);
+  }
 
 protected:
   /// The position of `self` in `ranks`, or an error naming this backend and
@@ -132,7 +153,8 @@ std::shared_ptr<CollectiveBackend> makeGlooBackend(std::shared_ptr<Store> store,
                                                    GlooOptions options = {});
 
 /// NCCL for CUDA tensors; null when built without CUDA/NCCL (see
-/// ncclAvailable()).
+/// ncclAvailable()). Rendezvous keys are `monarch/nccl/<key>`, so it can
+/// share a store with Gloo (`monarch/<key>`).
 bool ncclAvailable();
 std::shared_ptr<CollectiveBackend>
 makeNcclBackend(std::shared_ptr<Store> store,

@@ -12,6 +12,12 @@
 // executing its queue in order. Callbacks run on stream threads, one at a
 // time.
 //
+// CUDA: when torch has CUDA and a GPU exists, the worker's device is
+// cuda:(rank % device count) and each stream's thread also owns a CUDA
+// stream of it (kernels of different streams overlap on the GPU); borrows
+// order the two CUDA streams with events, fetch waits for its stream's
+// kernels, and `cuda` / `cuda:N` in a plan name the worker's device.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MONARCH_TENSOR_EXECUTOR_H
 #define MONARCH_TENSOR_EXECUTOR_H
@@ -39,6 +45,11 @@ struct ExecutorOptions {
   std::vector<std::pair<std::string, int64_t>> rootShape;
   /// For CPU tensors (Gloo). Collectives fail as instructions without one.
   std::shared_ptr<CollectiveBackend> collectives;
+  /// For CUDA tensors (NCCL, makeNcclBackend): reduce and to_mesh pick the
+  /// backend by the input tensor's device and run NCCL on the instruction's
+  /// stream's CUDA stream. Without one, collectives of CUDA tensors fail as
+  /// instructions.
+  std::shared_ptr<CollectiveBackend> cudaCollectives;
   /// Bytes of CPU tensor memory this process may hold; 0 = unlimited. An
   /// allocation past it fails its instruction only. Process-wide (one worker
   /// per process).

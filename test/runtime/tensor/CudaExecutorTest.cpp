@@ -1,0 +1,548 @@
+//===- CudaExecutorTest.cpp - The executor with CUDA tensors on one GPU ---===//
+//
+// The executor suite's substance with CUDA tensors on a 1-rank mesh (DESIGN.md
+// §5, §6.4): ATen ops on cuda, a CUDA stream per plan stream with kernels of
+// two streams overlapping, borrows ordered by CUDA events (checked by value:
+// without the events the other stream would read stale data), reduce and
+// stack through NCCL with a single rank, to_mesh, recordings, fetch of cuda
+// values, errors, and the memory cap (CPU only). Every test skips, saying
+// why, without a GPU or with a CPU-only torch.
+//
+// The event tests make the race visible: the producing stream first queues
+// ~100 ms of matrix products, so a consumer that ordered only on the host
+// (the host side of a stream finishes launching long before the GPU runs the
+// kernels) would read the value before it is written.
+//
+//===----------------------------------------------------------------------===//
+
+#include "monarch/tensor/Executor.h"
+#include "monarch/tensor/Functions.h"
+#include "monarch/tensor/Plan.h"
+#include "monarch/tensor/PlanBuilder.h"
+#include "monarch/tensor/TempDir.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+using namespace monarch::tensor;
+namespace plan = monarch::plan;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+namespace {
+
+bool haveGpu() {
+  return at::hasCUDA() && at::detail::getCUDAHooks().getNumGPUs() > 0;
+}
+
+#define REQUIRE_GPU()                                                          \
+  do {                                                                         \
+    if (!haveGpu())                                                            \
+      GTEST_SKIP() << "needs a GPU and a torch built with CUDA (this torch: "  \
+                   << (at::hasCUDA() ? "CUDA, but no GPU" : "CPU-only")        \
+                   << ")";                                                     \
+  } while (0)
+
+at::Tensor toTensor(const plan::TensorData &d) {
+  static const std::map<plan::DType, at::ScalarType> types{
+      {plan::FLOAT32, at::kFloat}, {plan::FLOAT64, at::kDouble},
+      {plan::INT64, at::kLong},    {plan::INT32, at::kInt},
+      {plan::BOOL, at::kBool},     {plan::UINT8, at::kByte}};
+  std::vector<int64_t> shape(d.shape().begin(), d.shape().end());
+  auto t = at::empty(shape, at::TensorOptions().dtype(types.at(d.dtype())));
+  std::memcpy(t.data_ptr(), d.data().data(), d.data().size());
+  return t;
+}
+
+const std::vector<std::pair<std::string, plan::Value>> onCuda = {
+    {"device", val::device("cuda")}};
+
+/// An executor on a 1-rank mesh with its callbacks collected, fetch replies
+/// time-stamped.
+class Harness {
+public:
+  explicit Harness(ExecutorOptions options = {}) {
+    options.rootShape = {{"x", 1}};
+    options.timeout = seconds(30);
+    ExecutorCallbacks cb;
+    cb.onFailure = [this](const plan::Failure &f) {
+      std::lock_guard<std::mutex> lock(mutex);
+      failures.push_back(f);
+    };
+    cb.onFetch = [this](const plan::FetchReply &r) {
+      std::lock_guard<std::mutex> lock(mutex);
+      fetches[r.instruction()] = r;
+      arrived[r.instruction()] = Clock::now();
+    };
+    executor = std::make_unique<Executor>(std::move(options), std::move(cb));
+  }
+
+  void run(const PlanBuilder &b) {
+    auto loaded = loadPlan(b.serialize());
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    ASSERT_TRUE(executor->run(loaded.value()).isOk());
+    ASSERT_TRUE(executor->waitIdle(seconds(60)));
+  }
+
+  at::Tensor value(int64_t fetch) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = fetches.find(fetch);
+    if (it == fetches.end()) {
+      ADD_FAILURE() << "no reply for fetch " << fetch;
+      return at::Tensor();
+    }
+    if (!it->second.has_value()) {
+      ADD_FAILURE() << "fetch " << fetch
+                    << " is an error: " << it->second.error().message();
+      return at::Tensor();
+    }
+    return toTensor(it->second.value());
+  }
+
+  plan::Failure error(int64_t fetch) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = fetches.find(fetch);
+    if (it == fetches.end() || !it->second.has_error()) {
+      ADD_FAILURE() << "fetch " << fetch << " is not an error";
+      return {};
+    }
+    return it->second.error();
+  }
+
+  std::vector<plan::Failure> failuresFor(int64_t instruction) {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::vector<plan::Failure> out;
+    for (const auto &f : failures)
+      if (f.instruction() == instruction)
+        out.push_back(f);
+    return out;
+  }
+
+  std::string allFailures() {
+    std::lock_guard<std::mutex> lock(mutex);
+    std::string s;
+    for (const auto &f : failures)
+      s += "#" + std::to_string(f.instruction()) + ": " + f.message() + "\n";
+    return s;
+  }
+
+  static int64_t last(const PlanBuilder &b) {
+    const auto &insts = b.program().instructions();
+    return insts.Get(insts.size() - 1).id();
+  }
+
+  std::mutex mutex;
+  std::vector<plan::Failure> failures;
+  std::map<int64_t, plan::FetchReply> fetches;
+  std::map<int64_t, Clock::time_point> arrived;
+  std::unique_ptr<Executor> executor;
+};
+
+plan::Instruction &callFn(PlanBuilder &b, int64_t stream,
+                          const std::string &name,
+                          std::vector<plan::Value> args = {},
+                          std::vector<int64_t> results = {}) {
+  auto &inst = b.add(0, stream);
+  auto *c = inst.mutable_call_function();
+  c->set_name(name);
+  for (auto &a : args)
+    *c->add_args() = a;
+  for (int64_t r : results)
+    c->add_results(r);
+  return inst;
+}
+
+// The current CUDA stream and device of the calling stream thread, through
+// c10's device-generic guard (no CUDA headers needed here).
+RegisterFunction currentStream("cuda_test.current_stream", [](const auto &) {
+  c10::impl::VirtualGuardImpl impl(c10::kCUDA);
+  c10::Device d = impl.getDevice();
+  c10::Stream s = impl.getStream(d);
+  return std::vector<at::Tensor>{at::scalar_tensor(s.id(), at::kLong),
+                                 at::scalar_tensor(d.index(), at::kLong)};
+});
+
+std::mutex flagMutex;
+std::condition_variable flagCv;
+bool flag = false;
+
+RegisterFunction waitFlag("cuda_test.wait_flag", [](const auto &) {
+  std::unique_lock<std::mutex> lock(flagMutex);
+  if (!flagCv.wait_for(lock, seconds(20), [] { return flag; }))
+    throw std::runtime_error("flag never set");
+  return std::vector<at::Tensor>{};
+});
+RegisterFunction setFlag("cuda_test.set_flag", [](const auto &) {
+  {
+    std::lock_guard<std::mutex> lock(flagMutex);
+    flag = true;
+  }
+  flagCv.notify_all();
+  return std::vector<at::Tensor>{};
+});
+
+/// Queues about `n` x 2.7 ms (fp32 4096^3 products on an H200) of kernels
+/// on `stream`, freeing what it made.
+void busyGpu(PlanBuilder &b, int64_t stream, int n) {
+  int64_t m =
+      b.op(0, "aten::randn", "", {val::ints({4096, 4096})}, 1, stream, onCuda);
+  for (int k = 0; k < n; ++k) {
+    int64_t p = b.op(0, "aten::mm", "", {val::ref(m), val::ref(m)}, 1, stream);
+    b.deleteRefs(0, {p}, stream);
+  }
+  b.deleteRefs(0, {m}, stream);
+}
+
+struct BorrowIds {
+  int64_t borrow, result;
+};
+BorrowIds borrow(PlanBuilder &b, int64_t id, int64_t input, int64_t from,
+                 int64_t to, bool isMutable) {
+  auto *bc = b.add(0, to).mutable_borrow_create();
+  bc->set_borrow(id);
+  bc->set_input(input);
+  bc->set_from_stream(from);
+  bc->set_mutable_(isMutable);
+  int64_t r = b.ref();
+  bc->set_result(r);
+  return {id, r};
+}
+void drop(PlanBuilder &b, int64_t id, int64_t stream) {
+  b.add(0, stream, "model.py:40").mutable_borrow_drop()->set_borrow(id);
+}
+
+// --- ATen, fetch, streams --------------------------------------------------
+
+TEST(CudaExecutor, AtenOpsOnCudaAndFetchOfCudaValues) {
+  REQUIRE_GPU();
+  PlanBuilder b({{"x", 1}});
+  int64_t a = b.op(
+      0, "aten::arange", "", {val::i(6)}, 1, 0,
+      {{"dtype", val::dtype(plan::FLOAT32)}, {"device", val::device("cuda")}});
+  int64_t m = b.op(0, "aten::reshape", "", {val::ref(a), val::ints({2, 3})});
+  int64_t t = b.op(0, "aten::t", "", {val::ref(m)});
+  int64_t p = b.op(0, "aten::mm", "", {val::ref(m), val::ref(t)});
+  // "cuda:0" names this worker's GPU too (one rank per GPU).
+  int64_t o = b.op(0, "aten::ones", "", {val::ints({2, 2})}, 1, 0,
+                   {{"device", val::device("cuda:0")}});
+  int64_t s = b.op(0, "aten::add", "Tensor",
+                   {val::ref(p), val::ref(o), val::scalar(2)});
+  int64_t i = b.op(0, "aten::argmax", "", {val::ref(s)});
+  int64_t g = b.op(0, "aten::gt", "Scalar", {val::ref(a), val::scalar(2)});
+  int64_t fs = b.fetch(0, s), fi = b.fetch(0, i), fg = b.fetch(0, g);
+  Harness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  at::Tensor M = at::arange(6, at::kFloat).reshape({2, 3});
+  at::Tensor S = at::mm(M, M.t()) + 2 * at::ones({2, 2});
+  EXPECT_TRUE(at::equal(h.value(fs), S));
+  EXPECT_EQ(h.value(fi).item<int64_t>(), S.argmax().item<int64_t>());
+  EXPECT_TRUE(at::equal(h.value(fg), at::arange(6, at::kFloat).gt(2)));
+}
+
+TEST(CudaStreams, EachPlanStreamHasItsOwnCudaStream) {
+  REQUIRE_GPU();
+  PlanBuilder b({{"x", 1}});
+  int64_t side = b.stream("side");
+  int64_t s0 = b.ref(), d0 = b.ref(), s1 = b.ref(), d1 = b.ref();
+  // Streams take their CUDA streams once a plan names a cuda device.
+  b.op(0, "aten::ones", "", {val::ints({1})}, 1, 0, onCuda);
+  b.op(0, "aten::ones", "", {val::ints({1})}, 1, side, onCuda);
+  callFn(b, 0, "cuda_test.current_stream", {}, {s0, d0});
+  callFn(b, side, "cuda_test.current_stream", {}, {s1, d1});
+  int64_t f0 = b.fetch(0, s0), fd0 = b.fetch(0, d0);
+  int64_t f1 = b.fetch(0, s1, side), fd1 = b.fetch(0, d1, side);
+  Harness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  int64_t id0 = h.value(f0).item<int64_t>(), id1 = h.value(f1).item<int64_t>();
+  EXPECT_NE(id0, id1);
+  EXPECT_NE(id0, 0) << "the default plan stream runs on a pool stream";
+  EXPECT_NE(id1, 0);
+  // Rank 0: cuda:(0 % device count).
+  EXPECT_EQ(h.value(fd0).item<int64_t>(), 0);
+  EXPECT_EQ(h.value(fd1).item<int64_t>(), 0);
+}
+
+TEST(CudaStreams, KernelsOfTwoStreamsOverlap) {
+  REQUIRE_GPU();
+  {
+    std::lock_guard<std::mutex> lock(flagMutex);
+    flag = false;
+  }
+  Harness h;
+  {
+    // Warm-up: loads every kernel used below (loading a CUDA module while
+    // other kernels run can synchronize the device) and fills the caching
+    // allocator of both streams.
+    PlanBuilder w({{"x", 1}});
+    int64_t compute = w.stream("compute");
+    busyGpu(w, compute, 1);
+    int64_t o = w.op(0, "aten::ones", "", {val::ints({4})}, 1, compute, onCuda);
+    w.fetch(0, o, compute);
+    int64_t f = w.op(0, "aten::full", "", {val::ints({4}), val::scalar(3)}, 1,
+                     0, onCuda);
+    w.fetch(0, f);
+    h.run(w);
+    ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  }
+  PlanBuilder b({{"x", 1}});
+  int64_t compute = b.stream("compute");
+  // "compute" queues ~0.5 s of kernels, then tells the default stream.
+  busyGpu(b, compute, 200);
+  int64_t one = b.op(0, "aten::ones", "", {val::ints({4})}, 1, compute, onCuda);
+  callFn(b, compute, "cuda_test.set_flag");
+  int64_t fa = b.fetch(0, one, compute);
+  // The default stream starts once those kernels are queued: on a CUDA
+  // stream of its own it does not wait for them.
+  callFn(b, 0, "cuda_test.wait_flag");
+  int64_t x =
+      b.op(0, "aten::full", "", {val::ints({4}), val::scalar(3)}, 1, 0, onCuda);
+  int64_t fb = b.fetch(0, x);
+  auto start = Clock::now();
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  EXPECT_TRUE(at::equal(h.value(fa), at::ones({4})));
+  EXPECT_TRUE(at::equal(h.value(fb), at::full({4}, 3.f)));
+  auto ms = [](Clock::duration d) {
+    return std::chrono::duration_cast<milliseconds>(d).count();
+  };
+  long a = ms(h.arrived[fa] - start), bt = ms(h.arrived[fb] - start);
+  EXPECT_GT(a, 100) << "the busy stream's kernels were too short to tell";
+  EXPECT_LT(bt + 50, a) << "the default stream's fetch (" << bt
+                        << " ms) waited for the other stream's kernels (" << a
+                        << " ms)";
+}
+
+// --- borrows with CUDA events ------------------------------------------------
+
+TEST(CudaBorrows, FirstUseWaitsForTheOriginsKernels) {
+  REQUIRE_GPU();
+  PlanBuilder b({{"x", 1}});
+  int64_t comm = b.stream("comm");
+  int64_t x = b.op(0, "aten::zeros", "", {val::ints({1024})}, 1, 0, onCuda);
+  busyGpu(b, 0, 40); // delays the fill below on the GPU
+  b.op(0, "aten::fill_", "Scalar", {val::ref(x), val::scalar(7)}, 0);
+  auto br = borrow(b, 1, x, 0, comm, false);
+  int64_t s = b.op(0, "aten::sum", "", {val::ref(br.result)}, 1, comm);
+  int64_t fs = b.fetch(0, s, comm);
+  drop(b, 1, 0);
+  int64_t fx = b.fetch(0, x);
+  Harness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  EXPECT_EQ(h.value(fs).item<float>(), 7.f * 1024);
+  EXPECT_TRUE(at::equal(h.value(fx), at::full({1024}, 7.f)));
+}
+
+TEST(CudaBorrows, MutableBorrowsInPlaceChangeIsVisibleAfterDrop) {
+  REQUIRE_GPU();
+  PlanBuilder b({{"x", 1}});
+  int64_t comm = b.stream("comm");
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({1024})}, 1, 0, onCuda);
+  auto br = borrow(b, 7, x, 0, comm, true);
+  b.add(0, comm).mutable_borrow_first_use()->set_borrow(7);
+  busyGpu(b, comm, 40); // delays the in-place change on the GPU
+  b.op(0, "aten::mul_", "Scalar", {val::ref(br.result), val::scalar(4)}, 0,
+       comm);
+  b.add(0, comm).mutable_borrow_last_use()->set_borrow(7);
+  int64_t early = b.op(0, "aten::neg", "", {val::ref(x)}); // BORROWED
+  int64_t earlyId = Harness::last(b);
+  (void)early;
+  drop(b, 7, 0);
+  int64_t s = b.op(0, "aten::sum", "", {val::ref(x)});
+  int64_t fs = b.fetch(0, s);
+  Harness h;
+  h.run(b);
+  auto f = h.failuresFor(earlyId);
+  ASSERT_EQ(f.size(), 1u) << h.allFailures();
+  EXPECT_NE(f[0].message().find("BORROWED"), std::string::npos);
+  EXPECT_EQ(h.failures.size(), 1u) << h.allFailures();
+  // The origin's sum ran on its own CUDA stream, after the drop's event.
+  EXPECT_EQ(h.value(fs).item<float>(), 4.f * 1024);
+}
+
+// --- collectives through NCCL
+// -------------------------------------------------
+
+TEST(CudaCollectives, ReduceStackAndToMeshWithNcclOnOneRank) {
+  REQUIRE_GPU();
+  TempDir dir("nccl-executor");
+  ExecutorOptions o;
+  // No Gloo: a CUDA collective that succeeds went through NCCL.
+  o.cudaCollectives = makeNcclBackend(std::make_shared<FileStore>(dir.path()),
+                                      std::chrono::seconds(30));
+  if (!o.cudaCollectives)
+    GTEST_SKIP() << "built without NCCL (CUDA toolkit or NCCL not found)";
+  PlanBuilder b({{"x", 1}});
+  int64_t comm = b.stream("comm");
+  plan::TensorMeta m = meta(plan::FLOAT32, {6});
+  int64_t x = b.op(
+      0, "aten::arange", "", {val::i(6)}, 1, comm,
+      {{"dtype", val::dtype(plan::FLOAT32)}, {"device", val::device("cuda")}});
+  int64_t sum = b.reduce(0, x, m, {}, plan::SUM, false, comm);
+  int64_t avg = b.reduce(0, x, m, {"x"}, plan::AVG, false, comm);
+  int64_t mx = b.reduce(0, x, m, {}, plan::MAX, false, comm);
+  int64_t st = b.reduce(0, x, m, {"x"}, plan::STACK, false, comm);
+  int64_t a2a = b.reduce(0, x, m, {"x"}, plan::STACK, true, comm);
+  int64_t x1 =
+      b.op(0, "aten::reshape", "", {val::ref(x), val::ints({1, 6})}, 1, comm);
+  int64_t rs = b.reduce(0, x1, meta(plan::FLOAT32, {1, 6}), {"x"}, plan::SUM,
+                        true, comm);
+  // The result is a CUDA tensor: adding it to one works.
+  int64_t chk =
+      b.op(0, "aten::add", "Tensor", {val::ref(sum), val::ref(x)}, 1, comm);
+  // to_mesh within the process: a copy, later in-place changes don't show.
+  int64_t copy = b.send(0, 0, x, m, comm);
+  b.op(0, "aten::mul_", "Scalar", {val::ref(x), val::scalar(10)}, 0, comm);
+  // A CPU tensor has no backend here (no Gloo): it fails cleanly.
+  int64_t cpu = b.op(0, "aten::ones", "", {val::ints({2})}, 1, comm);
+  int64_t bad =
+      b.reduce(0, cpu, meta(plan::FLOAT32, {2}), {}, plan::SUM, false, comm);
+  int64_t badId = Harness::last(b);
+  std::vector<int64_t> fetches;
+  for (int64_t r : {sum, avg, mx, st, a2a, rs, chk, copy, x, bad})
+    fetches.push_back(b.fetch(0, r, comm));
+  Harness h(o);
+  h.run(b);
+  at::Tensor X = at::arange(6, at::kFloat);
+  EXPECT_TRUE(at::equal(h.value(fetches[0]), X));
+  EXPECT_TRUE(at::equal(h.value(fetches[1]), X));
+  EXPECT_TRUE(at::equal(h.value(fetches[2]), X));
+  EXPECT_TRUE(at::equal(h.value(fetches[3]), X.reshape({1, 6})));
+  EXPECT_TRUE(at::equal(h.value(fetches[4]), X));
+  EXPECT_TRUE(at::equal(h.value(fetches[5]), X));
+  EXPECT_TRUE(at::equal(h.value(fetches[6]), 2 * X));
+  EXPECT_TRUE(at::equal(h.value(fetches[7]), X));
+  EXPECT_TRUE(at::equal(h.value(fetches[8]), 10 * X));
+  auto f = h.failuresFor(badId);
+  ASSERT_EQ(f.size(), 1u) << h.allFailures();
+  EXPECT_NE(f[0].message().find("no collective backend"), std::string::npos)
+      << f[0].message();
+  EXPECT_EQ(h.error(fetches[9]).instruction(), badId);
+  EXPECT_EQ(h.failures.size(), 1u) << h.allFailures();
+}
+
+TEST(CudaCollectives, WithoutNcclACudaReduceFailsCleanly) {
+  REQUIRE_GPU();
+  PlanBuilder b({{"x", 1}});
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({3})}, 1, 0, onCuda);
+  int64_t r = b.reduce(0, x, meta(plan::FLOAT32, {3}), {}, plan::SUM);
+  int64_t id = Harness::last(b);
+  int64_t y = b.op(0, "aten::neg", "", {val::ref(x)});
+  int64_t fr = b.fetch(0, r), fy = b.fetch(0, y);
+  Harness h; // no backends at all
+  h.run(b);
+  auto f = h.failuresFor(id);
+  ASSERT_EQ(f.size(), 1u) << h.allFailures();
+  EXPECT_NE(f[0].message().find("no NCCL backend"), std::string::npos)
+      << f[0].message();
+  EXPECT_EQ(h.error(fr).instruction(), id);
+  EXPECT_TRUE(at::equal(h.value(fy), -at::ones({3})));
+}
+
+// --- recordings, errors, memory cap
+// -------------------------------------------
+
+TEST(CudaRecordings, DefinedOnceCalledWithDifferentCudaActuals) {
+  REQUIRE_GPU();
+  PlanBuilder b({{"x", 1}});
+  {
+    auto *rec = b.add(0).mutable_define_recording()->mutable_recording();
+    rec->set_id(1);
+    rec->add_formals(1000);
+    rec->add_formals(1001);
+    rec->add_results(1003);
+    auto body = [&](int64_t id, const char *name, int64_t a, int64_t c,
+                    int64_t r) {
+      auto *inst = rec->add_body();
+      inst->set_id(id);
+      auto *op = inst->mutable_call_op();
+      op->set_name(name);
+      op->set_overload("Tensor");
+      *op->add_args() = val::ref(a);
+      *op->add_args() = val::ref(c);
+      op->add_results(r);
+    };
+    body(500, "aten::mul", 1000, 1001, 1002);
+    body(501, "aten::add", 1002, 1000, 1003);
+  }
+  int64_t x = b.op(
+      0, "aten::arange", "", {val::i(4)}, 1, 0,
+      {{"dtype", val::dtype(plan::FLOAT32)}, {"device", val::device("cuda")}});
+  int64_t y =
+      b.op(0, "aten::full", "", {val::ints({4}), val::scalar(3)}, 1, 0, onCuda);
+  auto call = [&](int64_t a, int64_t c) {
+    auto *cr = b.add(0).mutable_call_recording();
+    cr->set_recording(1);
+    cr->add_actuals(a);
+    cr->add_actuals(c);
+    int64_t r = b.ref();
+    cr->add_results(r);
+    return r;
+  };
+  int64_t r1 = call(x, y), r2 = call(y, x);
+  int64_t f1 = b.fetch(0, r1), f2 = b.fetch(0, r2);
+  Harness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  at::Tensor X = at::arange(4, at::kFloat), Y = at::full({4}, 3.f);
+  EXPECT_TRUE(at::equal(h.value(f1), X * Y + X));
+  EXPECT_TRUE(at::equal(h.value(f2), Y * X + Y));
+}
+
+TEST(CudaExecutor, ErrorsOnCudaAreReportedOnceAndPropagate) {
+  REQUIRE_GPU();
+  PlanBuilder b({{"x", 1}});
+  int64_t a = b.op(0, "aten::ones", "", {val::ints({2, 3})}, 1, 0, onCuda);
+  int64_t bad = b.op(0, "aten::mm", "", {val::ref(a), val::ref(a)});
+  int64_t badId = Harness::last(b);
+  int64_t dep = b.op(0, "aten::neg", "", {val::ref(bad)});
+  int64_t cpu = b.op(0, "aten::ones", "", {val::ints({2, 3})});
+  b.op(0, "aten::add", "Tensor", {val::ref(a), val::ref(cpu)});
+  int64_t mixId = Harness::last(b);
+  int64_t ok = b.op(0, "aten::mul", "Scalar", {val::ref(a), val::scalar(5)});
+  int64_t fdep = b.fetch(0, dep), fok = b.fetch(0, ok);
+  Harness h;
+  h.run(b);
+  auto f = h.failuresFor(badId);
+  ASSERT_EQ(f.size(), 1u) << h.allFailures();
+  EXPECT_EQ(h.error(fdep).instruction(), badId);
+  auto m = h.failuresFor(mixId);
+  ASSERT_EQ(m.size(), 1u) << h.allFailures();
+  EXPECT_NE(m[0].message().find("device"), std::string::npos) << m[0].message();
+  EXPECT_TRUE(at::equal(h.value(fok), at::full({2, 3}, 5.f)));
+  EXPECT_EQ(h.failures.size(), 2u) << h.allFailures();
+}
+
+TEST(CudaExecutor, MemoryCapCountsCpuMemoryOnly) {
+  REQUIRE_GPU();
+  // The cap wraps c10's CPU allocator; GPU memory is the caching
+  // allocator's (documented in docs/plan.md).
+  ExecutorOptions o;
+  o.memoryCapBytes = 1 << 20;
+  PlanBuilder b({{"x", 1}});
+  int64_t g =
+      b.op(0, "aten::zeros", "", {val::ints({int64_t(4) << 20})}, 1, 0, onCuda);
+  int64_t c = b.op(0, "aten::zeros", "", {val::ints({int64_t(4) << 20})});
+  int64_t cId = Harness::last(b);
+  int64_t fg = b.op(0, "aten::sum", "", {val::ref(g)});
+  int64_t ffg = b.fetch(0, fg), fc = b.fetch(0, c);
+  Harness h(o);
+  h.run(b);
+  EXPECT_EQ(h.value(ffg).item<float>(), 0.f);
+  auto f = h.failuresFor(cId);
+  ASSERT_EQ(f.size(), 1u) << h.allFailures();
+  EXPECT_NE(f[0].message().find("memory cap exceeded"), std::string::npos);
+  EXPECT_EQ(h.error(fc).instruction(), cId);
+}
+
+} // namespace
