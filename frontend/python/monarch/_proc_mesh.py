@@ -114,15 +114,22 @@ class ProcMesh:
         return rank(self, dims)
 
     def spawn(self, name: str, actor_class: Any, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(
-            "actors on proc meshes belong to the Python actors work (issue: Python actors); "
-            "this frontend runs distributed tensors"
-        )
+        """``procs.spawn("trainers", Trainer, *args)``: one actor per rank of this
+        view, on the mesh's actor worker processes (docs/python.md "Actors")."""
+        from . import _actor_mesh
+
+        return _actor_mesh.spawn(self, name, actor_class, *args, **kwargs)
 
     def stop(self) -> None:
-        """Stops the mesh's worker processes (root meshes)."""
+        """Stops the mesh's worker processes (root meshes): tensor workers and
+        the actor workers started by ``spawn``."""
         if self._parent is None:
-            self._session.stop()
+            try:
+                self._session.stop()
+            finally:
+                from . import _actor_mesh
+
+                _actor_mesh.stop_actor_procs(self)
 
     # -- identity ----------------------------------------------------------------
     def _same_mesh(self, other: "ProcMesh") -> bool:

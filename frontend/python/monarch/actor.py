@@ -1,18 +1,56 @@
 """``from monarch.actor import this_host`` and friends.
 
-Proc meshes and distributed tensors are implemented here; actors
-(``Actor``, ``endpoint``, ``ProcMesh.spawn``) belong to the Python actors
-work and are placeholders that raise ``NotImplementedError`` when used.
+Proc meshes and distributed tensors are implemented in the tensor frontend
+(``_proc_mesh``); actors (``Actor``, ``endpoint``, ``ProcMesh.spawn``, the
+adverbs, ``ValueMesh``, ``ActorError``) in ``_actor_mesh`` over the C++
+runtime's extension ``monarch._actors`` (docs/python.md, "Actors").
+
+This module imports the tensor side lazily: actor worker processes import it
+(for ``Actor``) without paying for torch.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Dict, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
-from ._proc_mesh import ProcMesh, spawn_procs as _spawn_procs
+from . import _actor_mesh
+from ._actor_mesh import (
+    ActorError,
+    ActorMesh,
+    Endpoint,
+    Future,
+    SupervisionError,
+    ValueMesh,
+)
 
-__all__ = ["Actor", "HostMesh", "ProcMesh", "endpoint", "this_host", "this_proc"]
+if TYPE_CHECKING:  # pragma: no cover
+    from ._proc_mesh import ProcMesh
+
+__all__ = [
+    "Actor",
+    "ActorError",
+    "ActorMesh",
+    "Endpoint",
+    "Future",
+    "HostMesh",
+    "ProcMesh",
+    "SupervisionError",
+    "ValueMesh",
+    "current_rank",
+    "current_size",
+    "endpoint",
+    "this_host",
+    "this_proc",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ProcMesh":
+        from ._proc_mesh import ProcMesh
+
+        return ProcMesh
+    raise AttributeError(f"module 'monarch.actor' has no attribute '{name}'")
 
 
 class HostMesh:
@@ -29,7 +67,7 @@ class HostMesh:
         memory_cap: Optional[int] = None,
         timeout_ms: int = 60000,
         **sizes: int,
-    ) -> ProcMesh:
+    ) -> "ProcMesh":
         """Spawns one worker process per coordinate of ``per_host``.
 
         ``memory_cap`` (bytes, per worker; default ``$MONARCH_WORKER_MEMORY_CAP``
@@ -38,6 +76,8 @@ class HostMesh:
         """
         if memory_cap is None:
             memory_cap = int(os.environ.get("MONARCH_WORKER_MEMORY_CAP", "0") or 0)
+        from ._proc_mesh import spawn_procs as _spawn_procs
+
         return _spawn_procs(per_host, backend=backend, memory_cap=memory_cap,
                             timeout_ms=timeout_ms, **sizes)
 
@@ -57,14 +97,35 @@ def this_proc() -> HostMesh:
 
 
 class Actor:
-    """Base class of actors (placeholder: see the Python actors work)."""
+    """Base class of actors: subclass it, mark methods with ``@endpoint`` and
+    spawn it on a proc mesh: ``procs.spawn("trainers", Trainer, *args)``."""
 
 
 def endpoint(fn: Optional[Callable] = None, *, propagate: Any = None) -> Any:
-    """``@endpoint`` / ``@endpoint(propagate=...)`` (placeholder)."""
+    """``@endpoint`` / ``@endpoint(propagate=...)``: an actor method callable
+    from the controller through the adverbs (``mesh.method.call(...)``)."""
 
-    def deco(f: Callable) -> Callable:
-        f._monarch_endpoint = {"propagate": propagate}  # type: ignore[attr-defined]
-        return f
+    def deco(f: Callable) -> Any:
+        return _actor_mesh.EndpointProperty(f, propagate)
 
     return deco(fn) if fn is not None else deco
+
+
+def current_rank() -> Dict[str, int]:
+    """Inside an actor: its coordinates in its actor mesh ({"gpu": 1})."""
+    from ._worker import current_context
+
+    ctx = current_context()
+    if ctx is None:
+        raise RuntimeError("current_rank() is only valid inside an actor's constructor or endpoint")
+    return dict(ctx["point"])
+
+
+def current_size() -> Dict[str, int]:
+    """Inside an actor: the sizes of its actor mesh ({"gpu": 4})."""
+    from ._worker import current_context
+
+    ctx = current_context()
+    if ctx is None:
+        raise RuntimeError("current_size() is only valid inside an actor's constructor or endpoint")
+    return dict(ctx["sizes"])

@@ -1,0 +1,683 @@
+"""Python actors on the C++ runtime: actor meshes, endpoints, adverbs, futures.
+
+The controller half of ``monarch.actor``'s actors (docs/python.md, "Actors").
+A proc mesh's actors live in a second set of worker processes -- Python ones,
+``monarch/_worker.py`` -- spawned through ``monarch._actors`` the first time an
+actor is spawned on any view of the mesh, with the same shape and ranks. Each
+actor is the C++ actor class "monarch.PythonActor" holding a Python object;
+every adverb is its endpoint "call" carrying (endpoint name, frames).
+
+Values travel as frames: a pickle (protocol 5) and its out-of-band buffers,
+each one raw payload frame on the wire (large CPU tensors are reduced to such a
+buffer, not copied into the pickle). This module imports neither torch nor the
+tensor frontend: workers import it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import io
+import os
+import pickle
+import re
+import shlex
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from ._errors import SupervisionError as _BaseSupervisionError
+from ._mesh_view import MeshView
+
+FLAG_NO_REPLY = 1  # kept in step with _worker.py
+_TENSOR_FRAME_MIN = 64 * 1024  # tensors at least this big travel as raw frames
+_FOREVER_MS = 10**9
+
+
+# -- errors ---------------------------------------------------------------------
+
+class ActorError(Exception):
+    """An endpoint raised on an actor: the remote exception (``.exception``,
+    None if it did not pickle) and its traceback text (``.traceback``)."""
+
+    def __init__(self, where: str, exception: Optional[BaseException], remote_traceback: str):
+        self.where = where
+        self.exception = exception
+        self.traceback = remote_traceback
+        super().__init__(f"actor {where} raised:\n{remote_traceback.rstrip()}")
+
+    def __reduce__(self):  # pragma: no cover - pickling of the error itself
+        return (ActorError, (self.where, self.exception, self.traceback))
+
+
+class SupervisionError(_BaseSupervisionError):
+    """A proc or actor of an actor mesh failed (the process died, or an actor
+    stopped after a broadcast raised); names the mesh and the rank."""
+
+    def __init__(self, message: str, mesh: str = "", rank: int = -1):
+        self.mesh = mesh
+        self.rank = rank
+        self.worker_message = message
+        RuntimeError.__init__(self, message)
+
+
+_WHERE = re.compile(r"^([^\[\s]+)\[(\d+)\]")
+
+
+def _raise_status(code: str, message: str, endpoint: str) -> None:
+    m = _WHERE.match(message)
+    mesh, rank = (m.group(1), int(m.group(2))) if m else ("", -1)
+    if code in ("Supervision", "Closed"):
+        raise SupervisionError(f"supervision: {message}", mesh, rank)
+    if code == "Timeout":
+        raise TimeoutError(message)
+    raise ActorError(f"{mesh}[{rank}].{endpoint}" if m else endpoint, None,
+                     f"{code}: {message}")
+
+
+# -- pickling with raw frames ----------------------------------------------------
+
+def _rebuild_tensor(buf: Any, dtype: Any, shape: Tuple[int, ...]) -> Any:
+    import torch
+
+    flat = torch.frombuffer(bytearray(buf), dtype=torch.uint8)
+    return flat.view(dtype).reshape(shape)
+
+
+class _Pickler(pickle.Pickler):
+    def reducer_override(self, obj: Any) -> Any:  # noqa: D401
+        torch = sys.modules.get("torch")
+        if torch is not None and type(obj) is torch.Tensor:
+            t = obj
+            if (t.device.type == "cpu" and t.layout == torch.strided and not t.requires_grad
+                    and t.numel() * t.element_size() >= _TENSOR_FRAME_MIN):
+                raw = t.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
+                return _rebuild_tensor, (pickle.PickleBuffer(raw), t.dtype, tuple(t.shape))
+        return NotImplemented
+
+
+def dumps(obj: Any) -> List[Any]:
+    """[pickle, out-of-band buffers...]: each becomes one frame."""
+    buffers: List[pickle.PickleBuffer] = []
+    out = io.BytesIO()
+    _Pickler(out, protocol=5, buffer_callback=buffers.append).dump(obj)
+    return [out.getbuffer()] + [b.raw() for b in buffers]
+
+
+def loads(frames: Sequence[Any]) -> Any:
+    return pickle.loads(memoryview(frames[0]), buffers=[memoryview(f) for f in frames[1:]])
+
+
+# -- endpoints -------------------------------------------------------------------
+
+class EndpointProperty:
+    """What ``@endpoint`` makes of a method: the function on the actor,
+    an :class:`Endpoint` (with the adverbs) on an actor mesh."""
+
+    def __init__(self, fn: Callable, propagate: Any = None):
+        self._fn = fn
+        self._propagate = propagate
+        self.__name__ = getattr(fn, "__name__", "endpoint")
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__wrapped__ = fn
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.__name__ = name
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        if instance is None:
+            return self
+        return self._fn.__get__(instance, owner)  # on the actor: the method
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._fn(*args, **kwargs)
+
+
+def endpoint_names(cls: type) -> List[str]:
+    names = []
+    for klass in cls.__mro__:
+        for name, value in vars(klass).items():
+            if isinstance(value, EndpointProperty) and name not in names:
+                names.append(name)
+    return names
+
+
+def endpoint_function(cls: type, name: str) -> Callable:
+    for klass in cls.__mro__:
+        value = vars(klass).get(name)
+        if isinstance(value, EndpointProperty):
+            return value._fn
+        if value is not None:
+            break
+    raise AttributeError(f"actor class {cls.__qualname__} has no endpoint '{name}'")
+
+
+# -- futures ---------------------------------------------------------------------
+
+class Future:
+    """The result of an adverb: ``get(timeout)`` (seconds) blocks, ``await``
+    waits without blocking the event loop."""
+
+    def __init__(self, handle: Any, convert: Callable[[Any], Any]):
+        self._handle = handle
+        self._convert = convert
+        self._done = False
+        self._value: Any = None
+        self._error: Optional[BaseException] = None
+
+    def _resolve(self, timeout: Optional[float]) -> bool:
+        if self._done:
+            return True
+        ms = _FOREVER_MS if timeout is None else max(int(timeout * 1000), 0)
+        out = self._handle.get(ms)
+        if out is None:
+            return False
+        try:
+            self._value = self._convert(out)
+        except BaseException as e:  # noqa: BLE001 - delivered by get()
+            self._error = e
+        self._done = True
+        self._handle = None
+        return True
+
+    def get(self, timeout: Optional[float] = None) -> Any:
+        if not self._resolve(timeout):
+            raise TimeoutError(f"no result within {timeout} s (the call is still pending)")
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    result = get
+
+    def done(self) -> bool:
+        return self._done or self._handle.ready()
+
+    def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        if not self._resolve(timeout):
+            raise TimeoutError(f"no result within {timeout} s")
+        return self._error
+
+    def __await__(self):
+        loop = asyncio.get_running_loop()
+        return loop.run_in_executor(None, self.get).__await__()
+
+    def __repr__(self) -> str:
+        return f"<monarch Future {'done' if self._done else 'pending'}>"
+
+
+class _Ready(Future):
+    def __init__(self, value: Any):
+        super().__init__(None, lambda x: x)
+        self._done = True
+        self._value = value
+
+    def done(self) -> bool:
+        return True
+
+
+class _Gathered(Future):
+    """Several C++ futures (a view that is not a box of the spawned mesh)."""
+
+    def __init__(self, parts: List[Future], combine: Callable[[List[Any]], Any]):
+        super().__init__(None, lambda x: x)
+        self._parts = parts
+        self._combine = combine
+
+    def _resolve(self, timeout: Optional[float]) -> bool:
+        if self._done:
+            return True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        values = []
+        for part in self._parts:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if not part._resolve(left):
+                return False
+            if part._error is not None:
+                self._error = part._error
+                self._done = True
+                return True
+            values.append(part._value)
+        self._value = self._combine(values)
+        self._done = True
+        return True
+
+    def done(self) -> bool:
+        return self._done or all(p.done() for p in self._parts)
+
+
+def _unpack_reply(frames: List[Any], endpoint: str) -> Any:
+    reply = loads(frames)
+    if reply[0] == "ok":
+        return reply[1]
+    _, exc, tb, where = reply
+    raise ActorError(where, exc, tb)
+
+
+# -- value meshes ----------------------------------------------------------------
+
+class ValueMesh:
+    """One value per rank of the mesh a ``call`` went to."""
+
+    def __init__(self, names: Sequence[str], sizes: Sequence[int], values: List[Any]):
+        self._names = list(names)
+        self._sizes = list(sizes)
+        self._values = list(values)
+
+    @property
+    def sizes(self) -> Dict[str, int]:
+        return dict(zip(self._names, self._sizes))
+
+    def _index(self, coords: Dict[str, int]) -> int:
+        unknown = set(coords) - set(self._names)
+        if unknown:
+            raise KeyError(f"no dimension {sorted(unknown)} in value mesh of dims {self._names}")
+        index = 0
+        for name, size in zip(self._names, self._sizes):
+            if name not in coords:
+                if size != 1:
+                    raise KeyError(f"item() needs a coordinate for dimension '{name}' (size {size})")
+                c = 0
+            else:
+                c = int(coords[name])
+                if not 0 <= c < size:
+                    raise IndexError(f"coordinate {name}={c} out of range (size {size})")
+            index = index * size + c
+        return index
+
+    def item(self, **coords: int) -> Any:
+        return self._values[self._index(coords)]
+
+    def _points(self) -> Iterator[Dict[str, int]]:
+        for i in range(len(self._values)):
+            rest, point = i, []
+            for size in reversed(self._sizes):
+                point.append(rest % size)
+                rest //= size
+            yield dict(zip(self._names, reversed(point)))
+
+    def items(self) -> List[Tuple[Dict[str, int], Any]]:
+        return list(zip(self._points(), self._values))
+
+    def values(self) -> List[Any]:
+        return list(self._values)
+
+    def __iter__(self) -> Iterator[Tuple[Dict[str, int], Any]]:
+        return iter(self.items())
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        shape = ", ".join(f"{n}={s}" for n, s in zip(self._names, self._sizes))
+        return f"<ValueMesh ({shape}) {self._values!r}>"
+
+
+# -- actor procs of a proc mesh ---------------------------------------------------
+
+_states: "weakref.WeakKeyDictionary[Any, _ActorProcs]" = weakref.WeakKeyDictionary()
+_all_states: List["weakref.ref[_ActorProcs]"] = []
+_lock = threading.Lock()
+_launcher: Optional[str] = None
+_counter = [0]
+
+
+def _actors_ext() -> Any:
+    from . import _actors  # type: ignore[attr-defined]
+
+    return _actors
+
+
+def _python_root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _launcher_path() -> str:
+    """A launcher script: the local launcher execs one path, no arguments."""
+    global _launcher
+    env = os.environ.get("MONARCH_PYTHON_WORKER")
+    if env:
+        return env
+    if _launcher is None:
+        d = tempfile.mkdtemp(prefix="monarch-pyworker-")
+        path = os.path.join(d, "monarch-python-worker")
+        root = _python_root()
+        script = os.path.join(root, "monarch", "_worker.py")
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\n"
+                    f"MONARCH_PYTHON_ROOT={shlex.quote(root)}; export MONARCH_PYTHON_ROOT\n"
+                    f"exec {shlex.quote(sys.executable)} -u {shlex.quote(script)}\n")
+        os.chmod(path, 0o700)
+        _launcher = path
+
+        def cleanup(d: str = d, path: str = path) -> None:
+            try:
+                os.unlink(path)
+                os.rmdir(d)
+            except OSError:
+                pass
+
+        atexit.register(cleanup)
+    return _launcher
+
+
+class _ActorProcs:
+    """The Python worker processes of one root proc mesh (same shape)."""
+
+    def __init__(self, shape: List[Tuple[str, int]]):
+        _counter[0] += 1
+        self.shape = list(shape)
+        self.procs = _actors_ext().spawn_procs(
+            [(n, int(s)) for n, s in shape], f"actorprocs{_counter[0]}", _launcher_path())
+        self.stopped = False
+        self.names_used: set = set()
+
+    def stop(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            self.procs.stop()
+
+
+def _procs_for(proc_mesh: Any) -> _ActorProcs:
+    session = proc_mesh._session
+    with _lock:
+        state = _states.get(session)
+        if state is None or state.stopped:
+            state = _ActorProcs([(n, s) for n, s in session.shape])
+            _states[session] = state
+            _all_states.append(weakref.ref(state))
+        return state
+
+
+def stop_actor_procs(proc_mesh: Any) -> None:
+    """Stops the actor workers of a root proc mesh (ProcMesh.stop)."""
+    with _lock:
+        state = _states.pop(proc_mesh._session, None)
+    if state is not None:
+        state.stop()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for ref in _all_states:
+        state = ref()
+        if state is not None:
+            try:
+                state.stop()
+            except Exception:
+                pass
+
+
+def _box(indices: Sequence[int], sizes: Sequence[int]) -> Optional[List[Tuple[int, int, int]]]:
+    """Per-dim (start, stop, step) whose product is exactly `indices` in
+    row-major order, or None when the set is not such a box."""
+    coords = []
+    for i in indices:
+        c, rest = [], i
+        for size in reversed(sizes):
+            c.append(rest % size)
+            rest //= size
+        coords.append(tuple(reversed(c)))
+    ranges = []
+    for d in range(len(sizes)):
+        values = sorted({c[d] for c in coords})
+        step = values[1] - values[0] if len(values) > 1 else 1
+        if any(b - a != step for a, b in zip(values, values[1:])):
+            return None
+        ranges.append((values[0], values[-1] + 1, step))
+    expected = []
+
+    def walk(d: int, acc: int) -> None:
+        if d == len(sizes):
+            expected.append(acc)
+            return
+        start, stop, step = ranges[d]
+        for v in range(start, stop, step):
+            walk(d + 1, acc * sizes[d] + v)
+
+    walk(0, 0)
+    return ranges if expected == list(indices) else None
+
+
+def _sliced(handle: Any, shape: List[Tuple[str, int]], ranges: List[Tuple[int, int, int]]) -> Any:
+    for (name, size), (start, stop, step) in zip(shape, ranges):
+        if (start, stop, step) != (0, size, 1):
+            handle = handle.slice(name, start, stop, step)
+    return handle
+
+
+def _main_source() -> Optional[Tuple[str, str]]:
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path:
+        return None
+    try:
+        with open(path) as f:
+            return (os.path.abspath(path), f.read())
+    except OSError:
+        return None
+
+
+def spawn(proc_mesh: Any, name: str, actor_class: type, *args: Any, **kwargs: Any) -> "ActorMesh":
+    """``proc_mesh.spawn(name, ActorClass, *args, **kwargs)``: one actor per proc
+    of the view, constructed on its worker before this returns."""
+    if not isinstance(actor_class, type):
+        raise TypeError(f"spawn takes an Actor subclass, got {actor_class!r}")
+    state = _procs_for(proc_mesh)
+    view: MeshView = proc_mesh._view
+    ranks = view.ranks()
+    ranges = _box(ranks, [s for _, s in state.shape])
+    if ranges is None:
+        raise NotImplementedError(
+            f"spawning actors on a view whose ranks {ranks} are not a box of the root mesh")
+    procs = _sliced(state.procs, state.shape, ranges)
+    payload = dumps((actor_class, args, kwargs))
+    needs_main = actor_class.__module__ == "__main__" or b"__main__" in bytes(payload[0])
+    header = {
+        "mesh": name,
+        "names": list(view.names),
+        "sizes": list(view.sizes),
+        "ranks": ranks,
+        "sys_path": [p for p in sys.path if p],
+        "main": _main_source() if needs_main else None,
+    }
+    frames = [pickle.dumps(header, protocol=5)] + payload
+    handle = procs.spawn(name, frames)
+    return ActorMesh(state, name, actor_class, handle, ranks, view)
+
+
+# -- actor meshes ----------------------------------------------------------------
+
+class ActorMesh:
+    """The actors of one ``spawn``, or a slice of them. ``mesh.endpoint`` is an
+    :class:`Endpoint` with the adverbs."""
+
+    def __init__(self, state: _ActorProcs, name: str, actor_class: type, root: Any,
+                 root_ranks: List[int], view: MeshView):
+        self._state = state
+        self._name = name
+        self._class = actor_class
+        self._root = root  # C++ Actors of the whole spawn
+        self._root_shape = [tuple(x) for x in root.shape()]
+        self._position = {r: i for i, r in enumerate(root_ranks)}
+        self._view = view
+        self._targets: Optional[List[Tuple[Any, List[int]]]] = None
+        self._endpoints = set(endpoint_names(actor_class))
+
+    # -- shape -------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def sizes(self) -> Dict[str, int]:
+        return dict(zip(self._view.names, self._view.sizes))
+
+    extent = sizes
+
+    @property
+    def names(self) -> Tuple[str, ...]:
+        return tuple(self._view.names)
+
+    def size(self, dims: Any = None) -> int:
+        return self._view.size(dims)
+
+    def __len__(self) -> int:
+        return self._view.size()
+
+    def slice(self, **coords: Any) -> "ActorMesh":
+        view = self._view.slice(**coords)
+        mesh = ActorMesh.__new__(ActorMesh)
+        mesh.__dict__.update(self.__dict__)
+        mesh._view = view
+        mesh._targets = None
+        return mesh
+
+    def __getattr__(self, name: str) -> "Endpoint":
+        if name.startswith("_") and not name.startswith("__"):
+            pass
+        endpoints = self.__dict__.get("_endpoints", set())
+        if name in endpoints:
+            return Endpoint(self, name)
+        raise AttributeError(
+            f"actor mesh '{self.__dict__.get('_name')}' of {getattr(self.__dict__.get('_class'), '__qualname__', '?')} "
+            f"has no endpoint '{name}'")
+
+    def __repr__(self) -> str:
+        return f"<ActorMesh '{self._name}' {self._class.__qualname__} {self._view.shape_string()}>"
+
+    # -- messaging ---------------------------------------------------------------
+    def _plan(self) -> List[Tuple[Any, List[int]]]:
+        """C++ handles covering this view: one box, else one per rank."""
+        if self._targets is None:
+            positions = [self._position[r] for r in self._view.ranks()]
+            sizes = [s for _, s in self._root_shape]
+            ranges = _box(positions, sizes)
+            if ranges is not None:
+                self._targets = [(_sliced(self._root, self._root_shape, ranges), positions)]
+            else:
+                targets = []
+                for p in positions:
+                    single = _box([p], sizes)
+                    assert single is not None
+                    targets.append((_sliced(self._root, self._root_shape, single), [p]))
+                self._targets = targets
+        return self._targets
+
+    def _check_alive(self) -> None:
+        if self._state.stopped:
+            raise SupervisionError(f"actor mesh '{self._name}': its procs were stopped",
+                                   self._name, -1)
+
+
+class Endpoint:
+    """``mesh.train``: call / call_one / choose / broadcast / stream."""
+
+    def __init__(self, mesh: ActorMesh, name: str):
+        self._mesh = mesh
+        self._name = name
+
+    def _frames(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> List[Any]:
+        self._mesh._check_alive()
+        return dumps((args, kwargs))
+
+    def call(self, *args: Any, **kwargs: Any) -> Future:
+        """Every actor of the mesh; a Future of a :class:`ValueMesh`."""
+        mesh = self._mesh
+        frames = self._frames(args, kwargs)
+        names, sizes = list(mesh._view.names), list(mesh._view.sizes)
+        ep = self._name
+
+        def convert(out: Any) -> List[Any]:
+            if out[0] == "err":
+                _raise_status(out[1], out[2], ep)
+            return [_unpack_reply(v, ep) for v in out[1]]
+
+        parts = [Future(h.call(ep, frames, 0), convert) for h, _ in mesh._plan()]
+        if len(parts) == 1:
+            part = parts[0]
+            part._convert = lambda out: ValueMesh(names, sizes, convert(out))
+            return part
+        return _Gathered(parts, lambda vals: ValueMesh(names, sizes, [x for v in vals for x in v]))
+
+    def call_one(self, *args: Any, **kwargs: Any) -> Future:
+        """The only actor of the mesh (an error if it has more than one)."""
+        mesh = self._mesh
+        if len(mesh) != 1:
+            raise ValueError(
+                f"call_one on actor mesh '{mesh._name}' of {len(mesh)} actors; it needs exactly one")
+        (handle, _), = mesh._plan()
+        return self._one(handle.call_one(self._name, self._frames(args, kwargs), 0))
+
+    def choose(self, *args: Any, **kwargs: Any) -> Future:
+        """One live actor of the mesh, round robin."""
+        plan = self._mesh._plan()
+        frames = self._frames(args, kwargs)
+        if len(plan) == 1:
+            return self._one(plan[0][0].choose(self._name, frames, 0))
+        _counter_choose[0] = (_counter_choose[0] + 1) % len(plan)
+        return self._one(plan[_counter_choose[0]][0].choose(self._name, frames, 0))
+
+    def broadcast(self, *args: Any, **kwargs: Any) -> None:
+        """Every actor, no reply; an exception stops that actor and is a
+        supervision event of the mesh."""
+        frames = self._frames(args, kwargs)
+        for handle, _ in self._mesh._plan():
+            try:
+                handle.broadcast(self._name, frames, FLAG_NO_REPLY)
+            except RuntimeError as e:
+                raise SupervisionError(str(e), self._mesh._name, -1) from None
+
+    def stream(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        """Every actor; yields the values as they arrive."""
+        frames = self._frames(args, kwargs)
+        futures = [self._one(f) for h, _ in self._mesh._plan()
+                   for f in h.stream(self._name, frames, 0)]
+
+        def gen() -> Iterator[Any]:
+            pending = list(futures)
+            while pending:
+                ready = [f for f in pending if f.done()]
+                if not ready:
+                    pending[0]._resolve(0.005)
+                    continue
+                for f in ready:
+                    pending.remove(f)
+                    yield f.get()
+
+        return gen()
+
+    def rref(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            "rref (distributed tensors in and out of actors) is not implemented yet; "
+            "see docs/python.md, Actors")
+
+    def _one(self, handle: Any) -> Future:
+        ep = self._name
+
+        def convert(out: Any) -> Any:
+            if out[0] == "err":
+                _raise_status(out[1], out[2], ep)
+            return _unpack_reply(out[1], ep)
+
+        return Future(handle, convert)
+
+    def __repr__(self) -> str:
+        return f"<Endpoint {self._mesh._name}.{self._name}>"
+
+
+_counter_choose = [0]
+
+
+def actor_pids(mesh: ActorMesh) -> Dict[int, int]:
+    """{rank of the view: OS pid of its worker} (tests, diagnostics)."""
+    pids = mesh._state.procs.pids()
+    return {i: pids[r] for i, r in enumerate(mesh._view.ranks())}
+
+
+def supervision_events(mesh: ActorMesh) -> List[Tuple[str, int, str]]:
+    """Supervision events of the actor procs of this mesh's proc mesh so far:
+    [(mesh, rank, reason)]."""
+    return mesh._state.procs.events()

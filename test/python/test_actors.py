@@ -1,0 +1,306 @@
+"""Python actors on the C++ runtime (docs/python.md, "Actors").
+
+Run: PYTHONPATH=build/python /usr/bin/python3 -m pytest test/python/test_actors.py
+
+The proc meshes use the in-process tensor backend ("sim"): these tests are
+about actors, which live in their own Python worker processes either way.
+Actor classes are defined at module level so the workers import them by
+module and name; this module does not import torch at the top so that workers
+importing it stay fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+_actors = pytest.importorskip("monarch._actors")
+
+from monarch import _actor_mesh  # noqa: E402
+from monarch.actor import (  # noqa: E402
+    Actor,
+    ActorError,
+    SupervisionError,
+    ValueMesh,
+    current_rank,
+    current_size,
+    endpoint,
+    this_host,
+)
+
+
+# -- actors ----------------------------------------------------------------------
+
+class Trainer(Actor):
+    """The seed's example."""
+
+    def __init__(self, lr: float = 0.1):
+        self.lr = lr
+        self.steps = []
+
+    @endpoint
+    def train(self, step: int):
+        self.steps.append(step)
+        return {"rank": current_rank(), "step": step, "lr": self.lr}
+
+
+class Counter(Actor):
+    def __init__(self, start: int = 0):
+        self.value = start
+        self.point = current_rank()
+        self.size = current_size()
+
+    @endpoint
+    def incr(self, by: int = 1) -> None:
+        self.value += by
+
+    @endpoint
+    def get(self) -> int:
+        return self.value
+
+    @endpoint
+    def where(self):
+        return self.point, self.size, os.getpid()
+
+    @endpoint
+    def slow(self, seconds: float) -> str:
+        time.sleep(seconds)
+        return "slept"
+
+    @endpoint
+    async def twice(self, x: int) -> int:
+        await asyncio.sleep(0.01)
+        return 2 * x
+
+    @endpoint
+    def fail(self, message: str):
+        raise ValueError(message)
+
+    @endpoint
+    def exit(self, code: int):
+        os._exit(code)
+
+    @endpoint
+    def echo(self, value):
+        return value
+
+
+class BadInit(Actor):
+    def __init__(self):
+        raise RuntimeError("cannot construct")
+
+
+# -- fixtures --------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def procs():
+    mesh = this_host().spawn_procs({"host": 2, "gpu": 2}, backend="sim")
+    yield mesh
+    mesh.stop()
+
+
+@pytest.fixture(scope="module")
+def counters(procs):
+    return procs.spawn("counters", Counter, 5)
+
+
+# -- the seed example and the adverbs ----------------------------------------------
+
+def test_trainer_seed_example(procs):
+    trainers = procs.spawn("trainers", Trainer)
+    result = trainers.train.call(step=0).get()
+    assert isinstance(result, ValueMesh)
+    assert len(result) == 4
+    assert result.item(host=1, gpu=0) == {"rank": {"host": 1, "gpu": 0}, "step": 0, "lr": 0.1}
+    assert [v["step"] for v in result.values()] == [0, 0, 0, 0]
+
+
+def test_call_value_mesh_indexing(counters):
+    vm = counters.where.call().get(timeout=10)
+    assert vm.sizes == {"host": 2, "gpu": 2}
+    points = [p for p, _ in vm.items()]
+    assert points == [{"host": 0, "gpu": 0}, {"host": 0, "gpu": 1},
+                      {"host": 1, "gpu": 0}, {"host": 1, "gpu": 1}]
+    for point, (actor_point, size, _pid) in vm.items():
+        assert actor_point == point
+        assert size == {"host": 2, "gpu": 2}
+    assert vm.item(host=0, gpu=1)[0] == {"host": 0, "gpu": 1}
+    assert len({pid for _, _, pid in vm.values()}) == 4  # one process per rank
+    with pytest.raises(KeyError):
+        vm.item(host=0)  # gpu missing
+    with pytest.raises(IndexError):
+        vm.item(host=2, gpu=0)
+    with pytest.raises(KeyError):
+        vm.item(host=0, gpu=0, dp=0)
+
+
+def test_slices(counters):
+    row = counters.slice(host=1)
+    assert row.sizes == {"gpu": 2}
+    vm = row.where.call().get()
+    assert [p for p, _, _ in vm.values()] == [{"host": 1, "gpu": 0}, {"host": 1, "gpu": 1}]
+    col = counters.slice(gpu=1)  # strided in the root mesh
+    assert [p for p, _, _ in col.where.call().get().values()] == [
+        {"host": 0, "gpu": 1}, {"host": 1, "gpu": 1}]
+
+
+def test_call_one_and_choose(counters):
+    one = counters.slice(host=0, gpu=1)
+    point, _, _ = one.where.call_one().get()
+    assert point == {"host": 0, "gpu": 1}
+    with pytest.raises(ValueError, match="exactly one"):
+        counters.where.call_one()
+    chosen = {counters.where.choose().get()[2] for _ in range(8)}
+    assert len(chosen) >= 2  # round robin over live ranks
+
+
+def test_broadcast_then_call(procs):
+    c = procs.spawn("bcast", Counter, 0)
+    assert c.incr.broadcast(by=3) is None
+    c.slice(host=1).incr.broadcast(by=10)
+    # Per sender->actor FIFO: the broadcasts are handled before this call.
+    assert c.get.call().get().values() == [3, 3, 13, 13]
+
+
+def test_stream(counters):
+    values = list(counters.twice.stream(21))
+    assert values == [42, 42, 42, 42]
+
+
+def test_async_endpoint_and_await(counters):
+    async def main():
+        vm = await counters.twice.call(4)
+        one = await counters.slice(host=0, gpu=0).twice.call_one(5)
+        return vm.values(), one
+
+    assert asyncio.run(main()) == ([8, 8, 8, 8], 10)
+
+
+def test_get_timeout_leaves_call_pending(counters):
+    fut = counters.slice(host=1, gpu=1).slow.call_one(0.5)
+    with pytest.raises(TimeoutError):
+        fut.get(timeout=0.05)
+    assert fut.get(timeout=10) == "slept"
+
+
+def test_pickled_arguments_and_results(counters):
+    value = {"a": [1, 2.5, "x"], "b": (None, b"bytes"), "c": {3, 4}}
+    assert counters.slice(host=0, gpu=0).echo.call_one(value).get() == value
+
+
+def test_large_tensor_travels_as_raw_frame(counters):
+    import torch
+
+    t = torch.arange(256 * 1024, dtype=torch.float32).reshape(512, 512)
+    frames = _actor_mesh.dumps((t,))
+    assert len(frames) == 2 and len(frames[1]) == t.numel() * 4  # out of band
+    assert len(frames[0]) < 1024
+    back = counters.slice(host=0, gpu=0).echo.call_one(t).get(timeout=30)
+    assert torch.equal(back, t)
+
+
+# -- errors and supervision ----------------------------------------------------------
+
+def test_endpoint_exception_raises_actor_error_and_actor_survives(counters):
+    with pytest.raises(ActorError) as info:
+        counters.fail.call("bad step").get()
+    err = info.value
+    assert isinstance(err.exception, ValueError)
+    assert "bad step" in err.traceback
+    assert "test_actors.py" in err.traceback and "in fail" in err.traceback
+    assert "counters[" in str(err)
+    assert counters.get.call().get().values() == [5, 5, 5, 5]
+
+
+def test_constructor_error_fails_spawn(procs):
+    with pytest.raises(RuntimeError, match="cannot construct"):
+        procs.spawn("bad_init", BadInit)
+
+
+def test_dead_process_raises_supervision_error_and_other_slices_work():
+    procs = this_host().spawn_procs({"gpu": 3}, backend="sim")
+    try:
+        c = procs.spawn("sup", Counter, 1)
+        start = time.monotonic()
+        with pytest.raises(SupervisionError) as info:
+            c.slice(gpu=1).exit.call(3).get(timeout=5)
+        assert time.monotonic() - start < 1.0
+        err = info.value
+        assert err.mesh == "sup" and err.rank == 1
+        assert "rank 1" in str(err) and "exited with code 3" in str(err)
+        # The whole mesh includes the dead rank: fails at once.
+        start = time.monotonic()
+        with pytest.raises(SupervisionError, match="rank 1"):
+            c.get.call().get(timeout=5)
+        assert time.monotonic() - start < 1.0
+        # Slices without it keep working.
+        assert c.slice(gpu=0).get.call_one().get(timeout=5) == 1
+        assert c.slice(gpu=slice(2, 3)).get.call().get(timeout=5).values() == [1]
+        assert any(rank == 1 and "exited" in reason
+                   for _, rank, reason in _actor_mesh.supervision_events(c))
+    finally:
+        procs.stop()
+
+
+def test_killed_process_is_seen_within_a_second():
+    import signal
+
+    procs = this_host().spawn_procs({"gpu": 2}, backend="sim")
+    try:
+        c = procs.spawn("killed", Counter)
+        fut = c.slice(gpu=0).slow.call_one(30)
+        pid = _actor_mesh.actor_pids(c)[0]
+        start = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(SupervisionError, match="killed by signal 9"):
+            fut.get(timeout=5)
+        assert time.monotonic() - start < 1.0
+        assert c.slice(gpu=1).get.call_one().get(timeout=5) == 0
+    finally:
+        procs.stop()
+
+
+def test_broadcast_failure_stops_the_actor(procs):
+    c = procs.spawn("bfail", Counter)
+    c.slice(host=0, gpu=0).fail.broadcast("in broadcast")
+    deadline = time.monotonic() + 5
+    while not any(m == "bfail" for m, _, _ in _actor_mesh.supervision_events(c)):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    with pytest.raises(SupervisionError, match="in broadcast"):
+        c.slice(host=0, gpu=0).get.call_one().get(timeout=5)
+    assert c.slice(host=1).get.call().get(timeout=5).values() == [0, 0]
+
+
+# -- an actor defined in the controller's __main__ ----------------------------------
+
+def test_main_defined_actor(tmp_path):
+    script = tmp_path / "main_actor.py"
+    script.write_text(textwrap.dedent("""
+        from monarch.actor import Actor, endpoint, this_host
+
+        class Greeter(Actor):
+            def __init__(self, greeting):
+                self.greeting = greeting
+
+            @endpoint
+            def greet(self, name):
+                return f"{self.greeting}, {name}"
+
+        if __name__ == "__main__":
+            procs = this_host().spawn_procs({"gpu": 2}, backend="sim")
+            greeters = procs.spawn("greeters", Greeter, "hello")
+            print(greeters.greet.call("world").get().values())
+            procs.stop()
+    """))
+    env = dict(os.environ)
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "['hello, world', 'hello, world']" in out.stdout
