@@ -1,12 +1,8 @@
-// A collective whose input is an error on one rank: DESIGN.md §6.5 says the
-// erroring rank takes part with zeros (so nobody hangs) and "its result is an
-// error" -- the reduce's value depends on the failed shard, so every member's
-// result should be a dependent error naming the root failure. Today
-// (runtime/tensor/lib/Collective.cpp) only the erroring rank's result is an
-// error; the other members get a value computed with zeros in its place
-// (rank 0 fetches 7 = 7 + 0 here), silently wrong. Remove the XFAIL when the
-// error travels with the collective (as send_tensor's error flag does).
-// XFAIL: *
+// A collective whose input is an error on one rank: DESIGN.md §6.5 -- the
+// erroring rank takes part with zeros (so nobody hangs) and the result is an
+// error on every member: the reduce's value depends on the failed shard, so
+// rank 0 gets a dependent error naming the root failure on rank 1, not a
+// value computed with zeros (7 + 0).
 // RUN: %expect-exit 1 monarch-run %s > %t.out
 // RUN: FileCheck %s < %t.out
 

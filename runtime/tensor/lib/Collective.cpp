@@ -2,7 +2,9 @@
 //
 // DESIGN.md §6.2 (reduce) and §6.3 (to_mesh). Every member of a collective
 // takes part even when its input is an error or has the wrong shape (it
-// contributes zeros of the planned shape), so no peer hangs; the checks that
+// contributes zeros of the planned shape), so no peer hangs, and the result
+// is then an error on every member (§6.5), never a value with zeros in it;
+// the checks that
 // decide whether a collective runs at all depend only on the plan and are
 // the same on every rank.
 //
@@ -228,6 +230,61 @@ std::string checkSend(const mesh::MeshView &source,
   return "";
 }
 
+/// DESIGN.md §6.5: a reduce with an errored input is an error on every
+/// member, not a value with zeros in it. Members exchange {errored, root
+/// instruction} over the CPU backend (host-side knowledge: no device sync)
+/// before the data moves; returns the first errored peer's root as this
+/// rank's error, null when every input is usable (or without a CPU backend,
+/// where only the errored ranks know).
+ErrorPtr peerInputError(const CollectiveEnv &env,
+                        const std::vector<int64_t> &ranks,
+                        const ErrorPtr &mine) {
+  if (!env.backend || ranks.size() < 2)
+    return nullptr;
+  std::string key = "e" + std::to_string(env.stream) + "/" + join(ranks);
+  auto comm = env.cache->get(*env.backend, key, ranks, env.rank, {});
+  if (!comm.ok())
+    return env.fail(comm.status().message());
+  int64_t flags[2] = {mine ? 1 : 0, mine ? mine->instruction : 0};
+  std::vector<int64_t> all(2 * ranks.size());
+  if (Status st =
+          comm.value()->allgather(Buffer{flags, 2, plan::INT64},
+                                  Buffer{all.data(), all.size(), plan::INT64});
+      !st.isOk())
+    return env.fail(st.message());
+  size_t first = ranks.size();
+  for (size_t i = 0; i < ranks.size() && first == ranks.size(); ++i)
+    if (all[2 * i] != 0)
+      first = i;
+  if (first == ranks.size())
+    return nullptr;
+  // Only on this error path: every member's root message and location
+  // (truncated to fixed sizes), so the dependent error here reads like the
+  // root failure on the rank where it happened.
+  constexpr size_t kMessage = 384, kLocation = 128,
+                   kRecord = kMessage + kLocation;
+  std::vector<char> record(kRecord, 0), records(kRecord * ranks.size(), 0);
+  if (mine) {
+    mine->message.copy(record.data(),
+                       std::min(mine->message.size(), kMessage - 1));
+    mine->location.copy(record.data() + kMessage,
+                        std::min(mine->location.size(), kLocation - 1));
+  }
+  if (Status st = comm.value()->allgather(
+          Buffer{record.data(), kRecord, plan::UINT8},
+          Buffer{records.data(), records.size(), plan::UINT8});
+      !st.isOk())
+    return env.fail(st.message());
+  if (mine)
+    return nullptr; // this rank's own error stands
+  auto e = std::make_shared<ErrorRecord>();
+  e->instruction = all[2 * first + 1];
+  e->rank = ranks[first];
+  e->message = std::string(records.data() + kRecord * first);
+  e->location = std::string(records.data() + kRecord * first + kMessage);
+  return e;
+}
+
 void runReduce(const CollectiveEnv &env, const plan::Reduce &r,
                const mesh::MeshView &view) {
   std::vector<int64_t> targets;
@@ -264,6 +321,8 @@ void runReduce(const CollectiveEnv &env, const plan::Reduce &r,
   Communicator &c = *comm.value();
 
   ErrorPtr error = in.error;
+  if (ErrorPtr peer = peerInputError(env, ranks, in.error))
+    error = peer;
   const at::Tensor &input = in.tensor;
   std::vector<int64_t> shape(r.input_meta().shape().begin(),
                              r.input_meta().shape().end());

@@ -821,7 +821,31 @@ struct Executor::Impl {
     return out;
   }
 
+  /// Never throws: a bug in the static part of an instruction (a lookup
+  /// that should not fail, a malformed plan that validation missed) fails
+  /// that instruction instead of ending the worker.
   void submit(const plan::Instruction &inst) {
+    std::string what;
+    try {
+      submitChecked(inst);
+      return;
+    } catch (const std::exception &e) {
+      what = e.what();
+    } catch (...) {
+      what = "unknown exception";
+    }
+    try {
+      failStatic(inst,
+                 "internal error in " + std::string(kindName(inst)) + ": " +
+                     what,
+                 definedRefs(inst));
+    } catch (...) {
+      std::fprintf(stderr, "monarch: instruction %lld: internal error: %s\n",
+                   static_cast<long long>(inst.id()), what.c_str());
+    }
+  }
+
+  void submitChecked(const plan::Instruction &inst) {
     switch (inst.kind_case()) {
     case plan::Instruction::kCreateMesh:
       if (Status s = addMesh(inst.create_mesh().mesh()); !s.isOk())
