@@ -184,6 +184,55 @@ def ScheduleOverlap : Pass<"monarch-schedule-overlap"> {
   ];
 }
 
+def PipelineSchedule : Pass<"monarch-pipeline-schedule"> {
+  let summary = "Order a pipeline's per-microbatch forward/backward by stage (GPipe or 1F1B)";
+  let description = [{
+    Reorders the ops of a block that moves tensors between stage meshes with
+    `monarch.to_mesh` so that each stage runs its microbatches in the order
+    of a pipeline schedule. Every worker executes the ops of its own mesh in
+    program order, so the ops of one stage mesh, in order, are that stage's
+    schedule; the pass emits one global (topological) order, which keeps both
+    sides of every transfer matched.
+
+    Stages are the meshes joined by `to_mesh` (the first transfer between two
+    gives the forward direction; they must form one chain). The k-th forward
+    (backward) transfer across a boundary carries microbatch k; an op belongs
+    to the first outgoing transfer it helps compute, else to the latest
+    incoming transfer it depends on. Fetches split the program into steps
+    that are never mixed. Stage s of P runs, with warm-up w = P - s:
+    `gpipe`: F0 .. F(m-1), B0 .. B(m-1); `1f1b`: F0 .. F(w-1), then B0, Fw,
+    B1, F(w+1), ... Dependencies kept: SSA uses, in-place writes and their
+    aliases, the order of each communicator's collectives, of fetches and of
+    RNG ops; unknown side effects are barriers. A block that is not a chain of
+    stages is left unchanged (a remark with `report=true`).
+
+    Before (2 stages, GPipe order as traced; one line per microbatch unit):
+    ```mlir
+    %a0 = ... forward of mb 0 on %s0 ...;  %r0 = monarch.to_mesh %a0 to %s1
+    %a1 = ... forward of mb 1 on %s0 ...;  %r1 = monarch.to_mesh %a1 to %s1
+    %g0 = ... forward+backward of mb 0 on %s1 ...;  %q0 = monarch.to_mesh %g0 to %s0
+    %g1 = ... forward+backward of mb 1 on %s1 ...;  %q1 = monarch.to_mesh %g1 to %s0
+    ... backward of mb 0 on %s0 (uses %q0) ... backward of mb 1 on %s0 ...
+    ```
+    After `--monarch-pipeline-schedule=schedule=1f1b` (stage 1: F0 B0 F1 B1):
+    ```mlir
+    ... forward mb 0 on %s0 ...;  %r0 = monarch.to_mesh %a0 to %s1
+    ... forward mb 1 on %s0 ...;  %r1 = monarch.to_mesh %a1 to %s1
+    ... forward+backward mb 0 on %s1 ...;  %q0 = monarch.to_mesh %g0 to %s0
+    ... backward mb 0 on %s0 ...
+    ... forward+backward mb 1 on %s1 ...;  %q1 = monarch.to_mesh %g1 to %s0
+    ... backward mb 1 on %s0 ...
+    ```
+  }];
+  let options = [
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "Pipeline schedule: gpipe or 1f1b">,
+    Option<"report", "report", "bool", "false",
+           "Emit a remark per block: stages and transfers found, or why it was left unchanged">,
+  ];
+  let dependentDialects = ["::monarch::MonarchDialect"];
+}
+
 def BucketCollectives : Pass<"monarch-bucket-collectives"> {
   let summary = "Merge small in-place all-reduces into one flat buffer";
   let description = [{
