@@ -52,6 +52,27 @@ func.func @storage_order(%m: !monarch.mesh<dp = 4>, %g: !T, %y: !T) -> !T {
 
 !T = !monarch.tensor<64x64xf32, <dp = 4>>
 
+// A view shares its tensor's storage: a read through a view made before an
+// in-place collective stays after the wait, like a read of the tensor itself
+// (it is not independent compute to fill the gap with).
+// CHECK-LABEL: func.func @view_reads_wait
+// CHECK-SAME: (%[[M:.*]]: !monarch.mesh<dp = 4>, %[[G:[^:]*]]: {{.*}}, %[[Y:[^:]*]]: {{.*}})
+func.func @view_reads_wait(%m: !monarch.mesh<dp = 4>, %g: !T, %y: !T) -> !T {
+  // CHECK: %[[T:.*]] = monarch.aten "aten::t"(%[[G]])
+  // CHECK: %[[S:.*]] = monarch.reduce_start %[[G]] (dp) sum inplace
+  // CHECK-NEXT: monarch.wait %[[S]]
+  // CHECK-NEXT: monarch.aten "aten::mm"(%[[T]], %[[Y]])
+  %t = monarch.aten "aten::t"(%g) on %m : (!T) -> !T
+  %s = monarch.reduce_start %g (dp) sum inplace : !T -> !monarch.async<!T>
+  %w = monarch.wait %s : !monarch.async<!T>
+  %b = monarch.aten "aten::mm"(%t, %y) on %m : (!T, !T) -> !T
+  return %b : !T
+}
+
+// -----
+
+!T = !monarch.tensor<64x64xf32, <dp = 4>>
+
 // A write to a tensor before the collective reads it stays before the start.
 // CHECK-LABEL: func.func @write_before_start
 // CHECK-SAME: (%[[M:.*]]: !monarch.mesh<dp = 4>, %[[G:[^:]*]]: {{.*}}, %[[Y:[^:]*]]: {{.*}})

@@ -62,7 +62,7 @@ struct Transfer {
   unsigned index; // program index of the to_mesh
   int from, to;   // stage numbers
   Dir dir;
-  int64_t k;      // microbatch number in its region
+  int64_t k; // microbatch number in its region
 };
 
 /// Which unit an op belongs to.
@@ -262,13 +262,13 @@ private:
             continue;
           unsigned d = it->second;
           int cand = -1;
-          if (auto ti = transferAt.find(d); ti != transferAt.end() &&
-                                            transfers[ti->second].to == stage)
+          if (auto ti = transferAt.find(d);
+              ti != transferAt.end() && transfers[ti->second].to == stage)
             cand = ti->second;
           else if (stageOf(ops[d]) == stage && !transferAt.count(d))
             cand = latestIn[d];
-          if (cand >= 0 && (best < 0 || transfers[cand].index >
-                                            transfers[best].index))
+          if (cand >= 0 &&
+              (best < 0 || transfers[cand].index > transfers[best].index))
             best = cand;
         }
       });
@@ -335,37 +335,6 @@ private:
     return key;
   }
 
-  /// True for ATen ops whose result may share its first input's storage
-  /// (views and aliases): a later in-place write of the input must wait for
-  /// every reader of the view. TensorEffects' storageRoot does not follow
-  /// them; the pass moves optimizer updates across whole microbatches, where
-  /// that matters (a weight's `aten::t` read by a backward matmul).
-  static bool isViewSchema(StringRef schema) {
-    StringRef name = schema.substr(0, schema.find('.'));
-    return llvm::is_contained(
-        {"aten::t", "aten::view", "aten::_reshape_alias", "aten::reshape",
-         "aten::expand", "aten::expand_as", "aten::slice", "aten::select",
-         "aten::transpose", "aten::permute", "aten::detach", "aten::alias",
-         "aten::as_strided", "aten::unsqueeze", "aten::squeeze",
-         "aten::split", "aten::split_with_sizes", "aten::chunk",
-         "aten::unbind", "aten::narrow", "aten::diagonal", "aten::unfold",
-         "aten::view_as", "aten::flatten", "aten::unflatten",
-         "aten::_unsafe_view", "aten::numpy_T", "aten::mT", "aten::movedim",
-         "aten::lift_fresh", "aten::contiguous", "aten::real", "aten::imag"},
-        name);
-  }
-
-  /// storageRoot, also through views.
-  static Value aliasRoot(Value v) {
-    while (true) {
-      v = storageRoot(v);
-      auto aten = v.getDefiningOp<AtenOp>();
-      if (!aten || !isViewSchema(aten.getSchema()) || aten.getTensors().empty())
-        return v;
-      v = aten.getTensors()[0];
-    }
-  }
-
   void addEdge(unsigned from, unsigned to) {
     if (from == to)
       return;
@@ -395,11 +364,11 @@ private:
         }
       });
       Value written = mutatedOperand(op);
-      Value writtenRoot = written ? aliasRoot(written) : Value();
+      Value writtenRoot = written ? storageRoot(written) : Value();
       for (Value v : op->getOperands()) {
         if (!isa<DTensorType>(v.getType()))
           continue;
-        Value root = aliasRoot(v);
+        Value root = storageRoot(v);
         if (auto it = lastWrite.find(root); it != lastWrite.end())
           addEdge(it->second, i);
         if (root != writtenRoot)
@@ -511,9 +480,9 @@ struct PipelineSchedulePass
         continue;
       }
       if (report)
-        parent->emitRemark() << "pipeline schedule " << schedule << ": "
-                             << s.numStages() << " stages, "
-                             << s.numTransfers() << " transfers";
+        parent->emitRemark()
+            << "pipeline schedule " << schedule << ": " << s.numStages()
+            << " stages, " << s.numTransfers() << " transfers";
     }
   }
 };

@@ -3,7 +3,8 @@
 // The storage model shared by the scheduling, stream and simulation passes:
 // an in-place ATen op (name ending in `_`) writes its first tensor and
 // returns it; `reduce[_start] ... inplace` writes its input, `into %o` writes
-// %o; the wait of such a start and a borrow's result alias that storage.
+// %o; the wait of such a start, a borrow's result and the result of a view op
+// (`aten::t`, `aten::view`, ...) alias that storage.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MONARCH_COMPILER_ANALYSIS_TENSOREFFECTS_H
@@ -17,6 +18,48 @@ namespace monarch {
 inline bool isInPlaceSchema(llvm::StringRef schema) {
   llvm::StringRef name = schema.substr(0, schema.find('.'));
   return name.ends_with("_") && !name.ends_with("__");
+}
+
+/// True for an ATen schema whose result may share its first input's storage
+/// (views and aliases): a later in-place write of the input must wait for
+/// every reader of the view (a weight's `aten::t` read by a backward matmul
+/// before the optimizer's `sub_` of the weight).
+inline bool isViewSchema(llvm::StringRef schema) {
+  llvm::StringRef name = schema.substr(0, schema.find('.'));
+  return llvm::is_contained({"aten::t",
+                             "aten::view",
+                             "aten::_reshape_alias",
+                             "aten::reshape",
+                             "aten::expand",
+                             "aten::expand_as",
+                             "aten::slice",
+                             "aten::select",
+                             "aten::transpose",
+                             "aten::permute",
+                             "aten::detach",
+                             "aten::alias",
+                             "aten::as_strided",
+                             "aten::unsqueeze",
+                             "aten::squeeze",
+                             "aten::split",
+                             "aten::split_with_sizes",
+                             "aten::chunk",
+                             "aten::unbind",
+                             "aten::narrow",
+                             "aten::diagonal",
+                             "aten::unfold",
+                             "aten::view_as",
+                             "aten::flatten",
+                             "aten::unflatten",
+                             "aten::_unsafe_view",
+                             "aten::numpy_T",
+                             "aten::mT",
+                             "aten::movedim",
+                             "aten::lift_fresh",
+                             "aten::contiguous",
+                             "aten::real",
+                             "aten::imag"},
+                            name);
 }
 
 /// The operand an op writes in place, if any.
@@ -42,7 +85,7 @@ inline mlir::Value mutatedOperand(mlir::Operation *op) {
 }
 
 /// The value whose storage `v` is: follows in-place results, waits of
-/// in-place collectives and borrows back to the tensor that owns it.
+/// in-place collectives, borrows and views back to the tensor that owns it.
 inline mlir::Value storageRoot(mlir::Value v) {
   while (mlir::Operation *def = v.getDefiningOp()) {
     mlir::Value next;
@@ -50,6 +93,10 @@ inline mlir::Value storageRoot(mlir::Value v) {
       next = v == borrow.getResult() ? borrow.getInput() : mlir::Value();
     else if (llvm::isa<AtenOp, ReduceOp, WaitOp>(def) && v == def->getResult(0))
       next = mutatedOperand(def);
+    if (!next)
+      if (auto aten = llvm::dyn_cast<AtenOp>(def))
+        if (isViewSchema(aten.getSchema()) && !aten.getTensors().empty())
+          next = aten.getTensors()[0];
     if (!next)
       break;
     v = next;
