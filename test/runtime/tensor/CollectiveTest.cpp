@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "WorkerTestSupport.h"
+
 #include "monarch/tensor/Controller.h"
 #include "monarch/tensor/Plan.h"
 #include "monarch/tensor/PlanBuilder.h"
@@ -27,115 +29,12 @@
 #include <unistd.h>
 
 using namespace monarch::tensor;
+using namespace monarch::tensor::testing;
 namespace plan = monarch::plan;
 
 namespace {
 
 constexpr int kRanks = 4;
-
-struct Outcome {
-  std::vector<std::string> procFailures;
-  std::vector<plan::RunReport> reports; ///< by rank
-};
-
-/// Runs `program` on a fresh controller's kRanks worker processes; every
-/// wait is bounded, so a hang fails the test instead of blocking it.
-Outcome runPlanOnWorkers(const plan::Program &program) {
-  Outcome o;
-  ControllerOptions options;
-  options.shape = {{"host", 2}, {"gpu", 2}};
-  options.timeout = std::chrono::seconds(20);
-  auto controller = Controller::start(options);
-  if (!controller.ok()) {
-    ADD_FAILURE() << controller.status().message();
-    return o;
-  }
-  auto result = runPlan(**controller, program);
-  if (!result.ok()) {
-    ADD_FAILURE() << result.status().message();
-    return o;
-  }
-  o.procFailures = result->procFailures;
-  o.reports.resize(kRanks);
-  for (int r = 0; r < kRanks; ++r)
-    o.reports[r].set_rank(r);
-  for (const auto &f : result->fetches)
-    *o.reports.at(f.rank()).add_fetches() = f;
-  for (const auto &f : result->failures)
-    *o.reports.at(f.rank()).add_failures() = f;
-  EXPECT_TRUE((*controller)->stop().isOk());
-  return o;
-}
-
-Outcome runOk(const PlanBuilder &b) {
-  Outcome o = runPlanOnWorkers(b.program());
-  EXPECT_TRUE(o.procFailures.empty()) << o.procFailures.front();
-  if (o.reports.size() != size_t(kRanks))
-    o.reports.resize(kRanks);
-  return o;
-}
-
-at::Tensor toTensor(const plan::TensorData &d) {
-  static const std::map<plan::DType, at::ScalarType> types{
-      {plan::FLOAT32, at::kFloat}, {plan::INT64, at::kLong}};
-  std::vector<int64_t> shape(d.shape().begin(), d.shape().end());
-  auto t = at::empty(shape, at::TensorOptions().dtype(types.at(d.dtype())));
-  std::memcpy(t.data_ptr(), d.data().data(), d.data().size());
-  return t;
-}
-
-const plan::FetchReply *reply(const Outcome &o, int rank, int64_t fetch) {
-  for (const auto &f : o.reports[rank].fetches())
-    if (f.instruction() == fetch)
-      return &f;
-  return nullptr;
-}
-
-at::Tensor value(const Outcome &o, int rank, int64_t fetch) {
-  const auto *f = reply(o, rank, fetch);
-  if (!f || !f->has_value()) {
-    ADD_FAILURE() << "rank " << rank << " fetch " << fetch << ": "
-                  << (f ? f->error().message() : "no reply");
-    return at::zeros({0});
-  }
-  return toTensor(f->value());
-}
-
-int failuresOf(const Outcome &o, int rank, int64_t instruction,
-               const std::string &contains = "") {
-  int n = 0;
-  for (const auto &f : o.reports[rank].failures())
-    if (f.instruction() == instruction) {
-      ++n;
-      EXPECT_NE(f.message().find(contains), std::string::npos) << f.message();
-    }
-  return n;
-}
-
-plan::Value constant(const at::Tensor &t) {
-  at::Tensor c = t.contiguous();
-  plan::DType dt = c.scalar_type() == at::kLong ? plan::INT64 : plan::FLOAT32;
-  return val::tensor(dt, c.sizes().vec(), c.data_ptr(),
-                     c.numel() * c.element_size());
-}
-
-int64_t lastId(const PlanBuilder &b) {
-  const auto &insts = b.program().instructions();
-  return insts.Get(insts.size() - 1).id();
-}
-
-// Per-rank input: X(r) = arange(6).view(2,3) + 10 r.
-at::Tensor X(int r) {
-  return at::arange(6, at::kFloat).view({2, 3}) + 10.f * r;
-}
-int64_t makeX(PlanBuilder &b, int64_t mesh = 0) {
-  int64_t r = b.rank(mesh, {});
-  int64_t r10 =
-      b.op(mesh, "aten::mul", "Scalar", {val::ref(r), val::scalar(10)});
-  return b.op(
-      mesh, "aten::add", "Tensor",
-      {constant(at::arange(6, at::kFloat).view({2, 3})), val::ref(r10)});
-}
 
 /// makeX on another stream.
 int64_t makeXOn(PlanBuilder &b, int64_t stream) {
