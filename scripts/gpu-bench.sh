@@ -7,7 +7,7 @@
 # Plans for the DDP and calibration runs are compiled on a machine with the
 # compiler first (the GPU build has none):
 #   for r in 4 8; do /usr/bin/python3 bench/passes/ddp_overlap.py --monarch-opt build/bin/monarch-opt \
-#       --ranks $r --layers 8 --hidden 512 --batch 16 --steps 3 --write-plans bench/passes/plans/ddp$r; done
+#       --ranks $r --layers 8 --hidden 512 --batch 128 --steps 3 --write-plans bench/passes/plans/ddp$r; done
 #   /usr/bin/python3 bench/passes/calibrate.py --monarch-opt build/bin/monarch-opt --ranks 4 \
 #       --write-plan bench/passes/plans/probe4.plan
 # Every figure goes to $OUT/bench-*.txt.
@@ -34,7 +34,7 @@ for r in 4 8; do
   plans=bench/passes/plans/ddp$r
   [ -f $plans/naive.plan ] && run ddp$r python3 bench/passes/ddp_overlap.py \
     --monarch-run $bin/monarch-run --plans $plans --ranks $r --layers 8 --hidden 512 \
-    --batch 16 --steps 3 --reps 3
+    --batch 128 --steps 3 --reps 3
 done
 if [ -x $bin/tensor-allreduce-bench ]; then
   for i in 1 2; do run allreduce $bin/tensor-allreduce-bench --ranks 4 --iters 20; done
