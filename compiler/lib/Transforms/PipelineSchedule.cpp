@@ -33,6 +33,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "monarch/Compiler/Analysis/OpDependences.h"
 #include "monarch/Compiler/Analysis/TensorEffects.h"
 #include "monarch/Compiler/Transforms/Passes.h"
 
@@ -294,47 +295,6 @@ private:
 
   // -- dependencies ----------------------------------------------------------
 
-  enum class Order { None, Host, Barrier };
-
-  static Order orderOf(Operation *op) {
-    if (isa<FetchShardOp, InspectOp, EndpointCallOp, CallFunctionOp,
-            SpawnActorOp>(op))
-      return Order::Host;
-    if (auto aten = dyn_cast<AtenOp>(op)) {
-      StringRef s = aten.getSchema();
-      bool rng = s.contains("rand") || s.contains("dropout") ||
-                 s.contains("seed") || s.contains("normal") ||
-                 s.contains("uniform") || s.contains("bernoulli") ||
-                 s.contains("multinomial");
-      bool effectOnly = aten.getNumResults() == 0 && !mutatedOperand(op);
-      return rng || effectOnly ? Order::Host : Order::None;
-    }
-    if (isa<ReduceOp, ReduceStartOp, WaitOp, ToMeshOp, ToMeshStartOp,
-            SliceMeshOp, RankOp, StreamCreateOp>(op))
-      return Order::None;
-    return isMemoryEffectFree(op) ? Order::None : Order::Barrier;
-  }
-
-  static std::string communicatorKey(Operation *op) {
-    std::string key;
-    llvm::raw_string_ostream os(key);
-    auto print = [&](auto r) {
-      auto in = cast<DTensorType>(r.getInput().getType());
-      os << in.getMesh() << '|' << in.getStreamName();
-      SmallVector<StringRef> dims = r.getEffectiveDims();
-      llvm::sort(dims);
-      for (StringRef d : dims)
-        os << '|' << d;
-    };
-    if (auto r = dyn_cast<ReduceOp>(op))
-      print(r);
-    else if (auto r = dyn_cast<ReduceStartOp>(op))
-      print(r);
-    // to_mesh transfers may be reordered: every rank follows the one global
-    // order this pass emits, so both sides of each transfer still match.
-    return key;
-  }
-
   void addEdge(unsigned from, unsigned to) {
     if (from == to)
       return;
@@ -346,64 +306,12 @@ private:
     unsigned n = ops.size();
     succs.assign(n, {});
     unmet.assign(n, 0);
-    DenseMap<Value, unsigned> lastWrite;
-    DenseMap<Value, SmallVector<unsigned>> readsSinceWrite;
-    llvm::StringMap<unsigned> lastCollective;
-    std::optional<unsigned> lastHost, lastBarrier;
-    for (unsigned i = 0; i < n; ++i) {
-      Operation *op = ops[i];
-      op->walk([&](Operation *nested) {
-        for (Value v : nested->getOperands()) {
-          Operation *def = v.getDefiningOp();
-          if (!def)
-            continue;
-          Operation *anc = block.findAncestorOpInBlock(*def);
-          auto it = anc ? index.find(anc) : index.end();
-          if (it != index.end() && it->second < i)
-            addEdge(it->second, i);
-        }
-      });
-      Value written = mutatedOperand(op);
-      Value writtenRoot = written ? storageRoot(written) : Value();
-      for (Value v : op->getOperands()) {
-        if (!isa<DTensorType>(v.getType()))
-          continue;
-        Value root = storageRoot(v);
-        if (auto it = lastWrite.find(root); it != lastWrite.end())
-          addEdge(it->second, i);
-        if (root != writtenRoot)
-          readsSinceWrite[root].push_back(i);
-      }
-      if (writtenRoot) {
-        for (unsigned r : readsSinceWrite[writtenRoot])
-          addEdge(r, i);
-        readsSinceWrite[writtenRoot].clear();
-        if (auto it = lastWrite.find(writtenRoot); it != lastWrite.end())
-          addEdge(it->second, i);
-        lastWrite[writtenRoot] = i;
-      }
-      std::string key = communicatorKey(op);
-      if (!key.empty()) {
-        auto [it, inserted] = lastCollective.try_emplace(key, i);
-        if (!inserted) {
-          addEdge(it->second, i);
-          it->second = i;
-        }
-      }
-      Order order = orderOf(op);
-      if (order == Order::Host) {
-        if (lastHost)
-          addEdge(*lastHost, i);
-        lastHost = i;
-      }
-      if (order == Order::Barrier) {
-        for (unsigned j = lastBarrier ? *lastBarrier : 0; j < i; ++j)
-          addEdge(j, i);
-        lastBarrier = i;
-      } else if (lastBarrier) {
-        addEdge(*lastBarrier, i);
-      }
-    }
+    // to_mesh transfers may be reordered: every rank follows the one global
+    // order this pass emits, so both sides of each transfer still match.
+    DependenceOptions options;
+    options.orderTransfers = false;
+    forEachDependence(block, ops, options,
+                      [&](unsigned from, unsigned to) { addEdge(from, to); });
   }
 
   // -- list scheduling --------------------------------------------------------
