@@ -395,11 +395,16 @@ TEST(MonarchRun, ProcsMustMatchThePlan) {
       << out;
 }
 
-TEST(Controller, EagerInstructionsFailuresAndLiveWorkers) {
+/// A controller of the host=2 x gpu=2 test mesh, driven by hand.
+Expected<std::unique_ptr<Controller>> startController() {
   ControllerOptions options;
   options.shape = {{"host", 2}, {"gpu", 2}};
   options.timeout = std::chrono::seconds(20);
-  auto controller = Controller::start(options);
+  return Controller::start(options);
+}
+
+TEST(Controller, EagerInstructionsFailuresAndLiveWorkers) {
+  auto controller = startController();
   ASSERT_TRUE(controller.ok()) << controller.status().message();
   Controller &c = **controller;
   PlanBuilder b({{"host", 2}, {"gpu", 2}});
@@ -455,10 +460,7 @@ TEST(Controller, EagerInstructionsFailuresAndLiveWorkers) {
 }
 
 TEST(Controller, AWorkerKilledMidProgramIsReportedNotHungOn) {
-  ControllerOptions options;
-  options.shape = {{"host", 2}, {"gpu", 2}};
-  options.timeout = std::chrono::seconds(20);
-  auto controller = Controller::start(options);
+  auto controller = startController();
   ASSERT_TRUE(controller.ok()) << controller.status().message();
   Controller &c = **controller;
   PlanBuilder b({{"host", 2}, {"gpu", 2}});
