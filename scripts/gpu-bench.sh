@@ -21,8 +21,10 @@ deps=$(mktemp -d)
 for deb in .gpu-debs/*.deb; do dpkg -x "$deb" "$deps"; done
 export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib:$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
+# $BENCH_ONLY (e.g. "ddp4 ddp8") limits the run to those figures.
 run() { # name, command...
   local name=$1; shift
+  if [ -n "${BENCH_ONLY:-}" ] && [[ " $BENCH_ONLY " != *" $name "* ]]; then return 0; fi
   echo "=== $name: $*" | tee -a "$out/bench-$name.txt"
   { uptime; timeout 300 "$@"; echo "exit $?"; uptime; } >> "$out/bench-$name.txt" 2>&1
   tail -n 25 "$out/bench-$name.txt"
