@@ -515,3 +515,59 @@ def test_module_conversions_and_data(spawn):
                 model.bias.zero_()
             y = model(torch.ones(3, 4, dtype=torch.float64, device="cuda"))
     assert torch.equal(monarch.inspect(y, gpu=1), torch.full((3, 2), 2.0, dtype=torch.float64))
+
+
+def test_metadata_queries_are_answered_locally(spawn):
+    # autograd calls aten::is_same_size (a Python bool) on the distributed
+    # tensors; such metadata-only ops are answered from the fake tensors on
+    # the controller and send nothing to the workers.
+    mesh = spawn({"gpu": 2})
+    with mesh.activate():
+        w = torch.ones(3).requires_grad_(True)
+        (g,) = torch.autograd.grad(w * 2, [w], grad_outputs=torch.ones(3))
+        a, b = torch.ones(2, 3), torch.ones(3, 2)
+        bt = b.t()
+        session = mesh._session
+        before = (session._next_instruction, session._next_ref)
+        assert torch.ops.aten.is_same_size(a, a) is True
+        assert torch.ops.aten.is_same_size(a, b) is False
+        assert torch.ops.aten.dim(a) == 2 and torch.ops.aten.numel(b) == 6
+        assert torch.ops.aten.is_contiguous(bt) is False
+        assert torch.ops.aten.sym_size(b, 1) == 2
+        assert (session._next_instruction, session._next_ref) == before
+    assert torch.equal(monarch.inspect(g), torch.full((3,), 2.0))
+
+
+def _layer_norm_grads():
+    torch.manual_seed(0)
+    ln = torch.nn.LayerNorm(4)
+    x = torch.arange(8.0).reshape(2, 4)
+    gw, gb = torch.autograd.grad((ln(x) * x).sum(), [ln.weight, ln.bias])
+    return gw, gb
+
+
+def test_undefined_tensor_results_keep_their_place(spawn):
+    # native_layer_norm_backward with output_mask [False, True, True] leaves
+    # grad_input undefined: the workers still bind grad_weight and grad_bias
+    # to the right refs (before the fix, every result shifted by one).
+    want_w, want_b = _layer_norm_grads()
+    mesh = spawn({"gpu": 1})
+    with mesh.activate():
+        gw, gb = _layer_norm_grads()
+        x = torch.arange(8.0).reshape(2, 4)
+        w, bias = torch.full((4,), 1.5), torch.full((4,), 0.5)
+        out, mean, rstd = torch.ops.aten.native_layer_norm(x, [4], w, bias, 1e-5)
+        gi, gw2, gb2 = torch.ops.aten.native_layer_norm_backward(
+            x / 8, x, [4], mean, rstd, w, bias, [False, True, True]
+        )
+    assert gi is None
+    assert torch.allclose(monarch.inspect(gw), want_w)
+    assert torch.allclose(monarch.inspect(gb), want_b)
+    lx = torch.arange(8.0).reshape(2, 4)
+    lw, lb = torch.full((4,), 1.5), torch.full((4,), 0.5)
+    _, lm, lr = torch.ops.aten.native_layer_norm(lx, [4], lw, lb, 1e-5)
+    _, ww, wb = torch.ops.aten.native_layer_norm_backward(
+        lx / 8, lx, [4], lm, lr, lw, lb, [False, True, True]
+    )
+    assert torch.allclose(monarch.inspect(gw2), ww)
+    assert torch.allclose(monarch.inspect(gb2), wb)

@@ -273,3 +273,54 @@ def test_monarch_run_prints_eager_values(name, optimize, tmp_path):
             assert not isinstance(got, str), got
             assert torch.allclose(got, want.to(torch.float64).reshape(got.shape), rtol=1e-4,
                                   atol=1e-5), (got, want)
+
+
+def _grads_program(backend="sim"):
+    """autograd through metadata queries (aten::is_same_size) and through
+    native_layer_norm_backward's undefined grad_input."""
+    from monarch.actor import this_host
+
+    mesh = this_host().spawn_procs({"gpu": 1}, backend=backend)
+    with mesh.activate():
+        ln = torch.nn.LayerNorm(4)
+        x = torch.arange(8.0).reshape(2, 4)
+        gw, gb = torch.autograd.grad((ln(x) * x).sum(), [ln.weight, ln.bias])
+        w = torch.ones(3).requires_grad_(True)
+        (g2,) = torch.autograd.grad(w * 2, [w], grad_outputs=torch.ones(3))
+    return [monarch.inspect(gw), monarch.inspect(gb), monarch.inspect(g2)]
+
+
+def _grads_local():
+    ln = torch.nn.LayerNorm(4)
+    x = torch.arange(8.0).reshape(2, 4)
+    gw, gb = torch.autograd.grad((ln(x) * x).sum(), [ln.weight, ln.bias])
+    return [gw, gb, torch.full((3,), 2.0)]
+
+
+def test_undefined_results_and_metadata_queries_traced(backend):
+    require_monarch_opt()
+    want = _grads_local()
+    for a, b in zip(_grads_program(backend), want):
+        _same(a, b)
+    tr = monarch.trace(_grads_program)
+    assert "aten::native_layer_norm_backward" in tr.to_mlir()
+    assert "is_same_size" not in tr.to_mlir()
+    traced = tr.run(backend=backend)
+    assert len(traced) == len(want)
+    for a, b in zip(traced, want):
+        _same(a, b)
+
+
+@pytest.mark.parametrize("optimize", [True, False], ids=["optimized", "no-optimize"])
+def test_monarch_run_binds_undefined_results_in_place(optimize, tmp_path):
+    run = _find_monarch_run()
+    path = tmp_path / "grads.mlir"
+    path.write_text(monarch.trace(_grads_program).to_mlir())
+    cmd = [run, str(path)] + ([] if optimize else ["--no-optimize"])
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    printed = _parse_monarch_run(proc.stdout)
+    want = _grads_local()
+    assert len(printed) == len(want), proc.stdout + proc.stderr
+    for w, (_, _, got) in zip(want, printed):
+        assert not isinstance(got, str), got
+        assert torch.allclose(got, w.to(torch.float64).reshape(got.shape), atol=1e-5), (got, w)

@@ -236,10 +236,20 @@ class SimBackend:
             msg = str(e).split("\nException raised from")[0]
             self._fail(rank, inst, results + mutated, msg)
             return
-        flat: List[torch.Tensor] = []
-        for o in out if isinstance(out, (list, tuple)) else [out]:
+        # As the tensor worker: a `Tensor` return the op left undefined (None)
+        # keeps its place and binds an error naming the op, not reported, so
+        # only a use of it fails (as a dependent error).
+        returns = op._schema.returns
+        flat: List[Any] = []
+        for i, o in enumerate(out if isinstance(out, (list, tuple)) else [out]):
             if isinstance(o, torch.Tensor):
                 flat.append(o)
+            elif o is None and i < len(returns) and str(returns[i].type) == "Tensor":
+                flat.append(_Err(plan.Failure(
+                    instruction=inst.id, rank=rank, location=inst.location,
+                    message=f"{call.name}{'.' + call.overload if call.overload else ''} "
+                    f"returned no tensor for result {len(flat)} (an undefined tensor, e.g. "
+                    "for a false output_mask entry)")))
             elif isinstance(o, (list, tuple)):
                 flat.extend(x for x in o if isinstance(x, torch.Tensor))
             elif isinstance(o, (int, float, bool)):

@@ -421,6 +421,51 @@ def _numbers_to_tensors(schema: Any, args: Tuple, kwargs: Dict[str, Any],
     return new_args, new_kwargs
 
 
+# Ops whose result is a Python value computed from metadata alone (shape,
+# strides, dtype, layout): answered on the controller from the fake tensors,
+# nothing is sent. autograd calls aten::is_same_size, for one.
+_METADATA_OPS = {
+    "aten::is_same_size",
+    "aten::sym_size",
+    "aten::sym_stride",
+    "aten::sym_numel",
+    "aten::sym_storage_offset",
+    "aten::size",
+    "aten::stride",
+    "aten::dim",
+    "aten::numel",
+    "aten::storage_offset",
+    "aten::is_contiguous",
+    "aten::is_strides_like_format",
+    "aten::is_non_overlapping_and_dense",
+    "aten::is_floating_point",
+    "aten::is_complex",
+    "aten::is_signed",
+    "aten::is_conj",
+    "aten::is_neg",
+    "aten::is_inference",
+    "aten::result_type",
+    "aten::output_nr",
+}
+
+
+def _answer_metadata(func: Any, args: Tuple, kwargs: Dict[str, Any]) -> Any:
+    fake_args, fake_kwargs = tree_map(_to_fake, (args, kwargs))
+    with _fake_mode:
+        out = func(*fake_args, **fake_kwargs)
+    if any(isinstance(o, torch.Tensor) for o in tree_flatten(out)[0]):
+        raise RuntimeError(f"{func._schema.name} returned a tensor: not a metadata query")
+    return out
+
+
+def _undefined_result(mesh: Any, stream: Stream) -> DTensor:
+    """The result ref of a `Tensor` return the op left undefined: never
+    handed to the program (it sees None), deleted once the op is sent."""
+    with _fake_mode:
+        fake = torch.empty((0,))
+    return _new_dtensor(fake, mesh, stream)
+
+
 def _name(func: Any) -> Tuple[str, str]:
     s = func._schema
     return s.name, s.overload_name
@@ -436,6 +481,8 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
         if not dts:
             return func(*args, **kwargs)
         mesh = dts[0]._mesh
+    if name in _METADATA_OPS:
+        return _answer_metadata(func, args, kwargs)
     stream = _stream.get_active_stream()
     schema = func._schema
 
@@ -502,7 +549,29 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
             )
         return o
 
-    wrapped = tree_map(wrap, out)
+    # Every `Tensor` return of the schema gets a result ref, also one the op
+    # leaves undefined (None here, e.g. native_layer_norm_backward with a
+    # false output_mask entry): the workers bind results in schema order and
+    # give such a ref an error naming the op; the caller still sees None.
+    returns = schema.returns
+
+    def undefined(i: int) -> bool:
+        return i < len(returns) and str(returns[i].type) == "Tensor"
+
+    if out is None and len(returns) == 1 and undefined(0):
+        results.append(_undefined_result(mesh, stream))
+        wrapped = None
+    elif isinstance(out, tuple) and any(o is None and undefined(i) for i, o in enumerate(out)):
+        items = []
+        for i, o in enumerate(out):
+            if o is None and undefined(i):
+                results.append(_undefined_result(mesh, stream))
+                items.append(None)
+            else:
+                items.append(tree_map(wrap, o))
+        wrapped = tuple(items)
+    else:
+        wrapped = tree_map(wrap, out)
     args, kwargs = _numbers_to_tensors(schema, args, kwargs, dts)
     if _device_override is not None:
         def redevice(x: Any) -> Any:

@@ -140,7 +140,7 @@ Contribution contribution(const CollectiveEnv &env, int64_t ref,
     else
       c.tensor = v.tensor.contiguous();
   } catch (const std::exception &e) {
-    c.error = env.fail(e.what());
+    c.error = env.fail(errorMessage(e));
   }
   if (c.error)
     c.tensor = at::zeros(
@@ -391,7 +391,7 @@ void runReduce(const CollectiveEnv &env, const plan::Reduce &r,
     }
     env.table->set(r.result(), RefValue{result, nullptr});
   } catch (const std::exception &e) {
-    bindError(*env.table, targets, env.fail(e.what()));
+    bindError(*env.table, targets, env.fail(errorMessage(e)));
   }
 }
 

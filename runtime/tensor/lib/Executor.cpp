@@ -379,16 +379,30 @@ bool hasTensorConstant(const plan::Value &v) {
 }
 
 /// Binds an ATen call's returned values (tensors, tensor lists, scalars as
-/// 0-d tensors) to `n` result cells, in order.
+/// 0-d tensors) to `n` result cells, in order. An undefined tensor (a `Tensor`
+/// return the op left out, as `native_layer_norm_backward` does for a false
+/// output_mask entry, or an undefined element of a `Tensor[]`) keeps its
+/// place: its cell gets the error `undefined(k)` returns, which is not
+/// reported, so only a use of that result fails (as a dependent error). A
+/// `None` binds the same way where `returns` (the schema's returns, when
+/// known) says the value is a plain `Tensor`; otherwise (a `Tensor?`) it
+/// binds nothing.
+template <typename Undefined>
 void bindResults(std::vector<c10::IValue> &values, Cell *const *frame,
-                 const uint32_t *results, size_t n) {
+                 const uint32_t *results, size_t n, Undefined &&undefined,
+                 const std::vector<c10::Argument> *returns = nullptr) {
   size_t k = 0;
   auto bind = [&](at::Tensor t) {
-    if (k < n)
-      frame[results[k]]->setTensor(std::move(t));
+    if (k < n) {
+      if (t.defined())
+        frame[results[k]]->setTensor(std::move(t));
+      else
+        frame[results[k]]->setError(undefined(k));
+    }
     ++k;
   };
-  for (auto &v : values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    c10::IValue &v = values[i];
     if (v.isTensor())
       bind(std::move(v).toTensor());
     else if (v.isTensorList())
@@ -400,7 +414,11 @@ void bindResults(std::vector<c10::IValue> &values, Cell *const *frame,
       bind(at::scalar_tensor(v.toDouble(), at::kDouble));
     else if (v.isBool())
       bind(at::scalar_tensor(v.toBool(), at::kBool));
-    else if (!v.isNone())
+    else if (v.isNone()) {
+      if (returns && i < returns->size() &&
+          (*returns)[i].type()->kind() == c10::TypeKind::TensorType)
+        bind(at::Tensor());
+    } else
       throw std::runtime_error("cannot bind a result of type " + v.tagKind());
   }
   if (k < n)
@@ -410,8 +428,9 @@ void bindResults(std::vector<c10::IValue> &values, Cell *const *frame,
 }
 
 /// Runs a compiled ATen call; refs resolve through `frame`.
+template <typename Undefined>
 void invoke(const CompiledOp &c, Cell *const *frame,
-            std::vector<c10::IValue> &stack) {
+            std::vector<c10::IValue> &stack, Undefined &&undefined) {
   stack.clear();
   for (const Slot &s : c.slots) {
     switch (s.kind) {
@@ -438,8 +457,16 @@ void invoke(const CompiledOp &c, Cell *const *frame,
     }
   }
   c.op->op.callBoxed(&stack);
-  bindResults(stack, frame, c.results.data(), c.results.size());
+  bindResults(stack, frame, c.results.data(), c.results.size(), undefined,
+              &c.op->op.schema().returns());
   stack.clear();
+}
+
+/// The message of the error bound to result `k` of `op` when the op
+/// returned no tensor (an undefined tensor) in that place.
+std::string undefinedResult(const std::string &op, size_t k) {
+  return op + " returned no tensor for result " + std::to_string(k) +
+         " (an undefined tensor, e.g. for a false output_mask entry)";
 }
 
 void bindError(Cell *const *frame, const uint32_t *outputs, size_t n,
@@ -609,10 +636,8 @@ struct Executor::Impl {
       body();
     } catch (const DependentError &d) {
       bind(d.root);
-    } catch (const c10::Error &e) {
-      bind(rootError(info, e.what_without_backtrace()));
     } catch (const std::exception &e) {
-      bind(rootError(info, e.what()));
+      bind(rootError(info, errorMessage(e)));
     } catch (...) {
       bind(rootError(info, "unknown exception"));
     }
@@ -625,19 +650,22 @@ struct Executor::Impl {
              Cell *const *frame, std::vector<c10::IValue> &stack) {
     const uint32_t *outputs = op.outputs.data();
     size_t n = op.outputs.size();
+    // A result the op left undefined: an unreported error naming this
+    // instruction, so a use of it fails as a dependent error.
+    auto undefined = [&](size_t k) -> ErrorPtr {
+      return std::make_shared<const ErrorRecord>(
+          ErrorRecord{id, options.rank, undefinedResult(op.op->name, k),
+                      std::string(where())});
+    };
     try {
-      invoke(op, frame, stack);
+      invoke(op, frame, stack, undefined);
       return;
     } catch (const DependentError &d) {
       stack.clear();
       bindError(frame, outputs, n, d.root);
-    } catch (const c10::Error &e) {
-      stack.clear();
-      bindError(frame, outputs, n,
-                rootError(id, where(), e.what_without_backtrace()));
     } catch (const std::exception &e) {
       stack.clear();
-      bindError(frame, outputs, n, rootError(id, where(), e.what()));
+      bindError(frame, outputs, n, rootError(id, where(), errorMessage(e)));
     } catch (...) {
       stack.clear();
       bindError(frame, outputs, n, rootError(id, where(), "unknown exception"));
@@ -830,7 +858,7 @@ struct Executor::Impl {
       submitChecked(inst);
       return;
     } catch (const std::exception &e) {
-      what = e.what();
+      what = errorMessage(e);
     } catch (...) {
       what = "unknown exception";
     }
@@ -1010,7 +1038,7 @@ struct Executor::Impl {
           slot.constant = toIValue(*bound[i], a.type, a.fixedSize, noRefs);
         } catch (const std::exception &e) {
           error = info->name + ": argument '" + schema.arguments()[i].name() +
-                  "': " + e.what();
+                  "': " + errorMessage(e);
           return false;
         }
       } else if (bound[i]->kind_case() == plan::Value::kRef && a.isTensor) {
@@ -1111,8 +1139,10 @@ struct Executor::Impl {
       outputs.push_back(define(r, inst.stream()));
     InstPtr i = info(inst);
     std::vector<plan::Value> argv(args.begin(), args.end());
+    std::string what = kindName(inst);
     push(stream(inst.stream()),
-         traced(makeTask([this, i, argv, cells, outputs, fn](StreamContext &) {
+         traced(makeTask([this, i, argv, cells, outputs, fn,
+                          what](StreamContext &) {
                   execute(*i, outputs, [&] {
                     std::vector<c10::IValue> in;
                     for (const auto &a : argv)
@@ -1124,7 +1154,13 @@ struct Executor::Impl {
                     std::vector<uint32_t> idx(outputs.size());
                     for (size_t k = 0; k < idx.size(); ++k)
                       idx[k] = static_cast<uint32_t>(k);
-                    bindResults(out, outputs.data(), idx.data(), idx.size());
+                    bindResults(out, outputs.data(), idx.data(), idx.size(),
+                                [&](size_t k) -> ErrorPtr {
+                                  return std::make_shared<const ErrorRecord>(
+                                      ErrorRecord{i->id, options.rank,
+                                                  undefinedResult(what, k),
+                                                  i->location});
+                                });
                   });
                 }),
                 inst, kindName(inst)));
@@ -1311,7 +1347,7 @@ struct Executor::Impl {
                               -1, options.rank,
                               std::string("cannot record the borrow's CUDA "
                                           "event: ") +
-                                  e.what(),
+                                  errorMessage(e),
                               ""})};
                     }
                   }
@@ -1501,7 +1537,7 @@ struct Executor::Impl {
                     try {
                       toTensorData(cell->value.tensor, reply.mutable_value());
                     } catch (const std::exception &e) {
-                      setError(*rootError(*i, e.what()));
+                      setError(*rootError(*i, errorMessage(e)));
                     }
                   }
                   std::lock_guard<std::mutex> lock(callbackMutex);
@@ -1802,7 +1838,7 @@ struct Executor::Impl {
       try {
         setRoot(shape);
       } catch (const std::exception &e) {
-        return Status(ErrorCode::Invalid, e.what());
+        return Status(ErrorCode::Invalid, errorMessage(e));
       }
     } else {
       auto view = mesh::MeshView::root(shape);

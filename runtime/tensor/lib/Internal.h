@@ -259,6 +259,9 @@ plan::DType toDType(at::ScalarType type);
 at::Tensor fromTensorData(const plan::TensorData &data);
 /// Contiguous CPU bytes of `t`.
 void toTensorData(const at::Tensor &t, plan::TensorData *out);
+/// An exception's message for a Failure: c10 errors without their C++
+/// backtrace (what_without_backtrace()), others as what().
+std::string errorMessage(const std::exception &e);
 /// cuda -> cpu when this process has no GPU, warning once per process.
 c10::Device mapDevice(c10::Device device);
 /// True when `v` names no ref (it can be converted once at submit time).

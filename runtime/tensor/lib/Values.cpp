@@ -6,6 +6,7 @@
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/Scalar.h>
+#include <c10/util/Exception.h>
 
 #include <cstdio>
 #include <cstring>
@@ -90,6 +91,12 @@ at::Tensor fromTensorData(const plan::TensorData &data) {
   if (bytes)
     std::memcpy(t.data_ptr(), data.data().data(), bytes);
   return t;
+}
+
+std::string errorMessage(const std::exception &e) {
+  if (const auto *c = dynamic_cast<const c10::Error *>(&e))
+    return c->what_without_backtrace();
+  return e.what();
 }
 
 void toTensorData(const at::Tensor &t, plan::TensorData *out) {

@@ -244,6 +244,85 @@ TEST(Executor, FailureIsReportedOnceAndDependentsPointAtTheRoot) {
   EXPECT_TRUE(at::equal(h.value(fo), -at::ones({2, 3})));
 }
 
+TEST(Executor, FailureMessagesCarryNoBacktrace) {
+  // c10 errors thrown while running the op, while converting its constant
+  // arguments at submit time, and while fetching: messages come without the
+  // C++ backtrace ("Exception raised from ... frame #0: ...").
+  PlanBuilder b({{"x", 1}});
+  int64_t a = b.op(0, "aten::ones", "", {val::ints({2, 3})});
+  int64_t bad = b.op(0, "aten::mm", "", {val::ref(a), val::ref(a)});
+  int64_t badId = Harness::last(b);
+  b.op(0, "aten::ones", "", {val::ints({2})}, 1, 0,
+       {{"device", val::device("no_such_device:0")}});
+  int64_t deviceId = Harness::last(b);
+  int64_t fb = b.fetch(0, bad);
+  Harness h;
+  h.run(b);
+  ASSERT_EQ(h.failures.size(), 2u);
+  auto noBacktrace = [](const std::string &m) {
+    EXPECT_EQ(m.find("Exception raised from"), std::string::npos) << m;
+    EXPECT_EQ(m.find("frame #"), std::string::npos) << m;
+    EXPECT_EQ(m.find("most recent call first"), std::string::npos) << m;
+  };
+  ASSERT_EQ(h.failuresFor(badId).size(), 1u);
+  EXPECT_NE(h.failuresFor(badId)[0].message().find("cannot be multiplied"),
+            std::string::npos);
+  noBacktrace(h.failuresFor(badId)[0].message());
+  ASSERT_EQ(h.failuresFor(deviceId).size(), 1u);
+  EXPECT_NE(h.failuresFor(deviceId)[0].message().find("argument 'device'"),
+            std::string::npos)
+      << h.failuresFor(deviceId)[0].message();
+  noBacktrace(h.failuresFor(deviceId)[0].message());
+  noBacktrace(h.error(fb).message());
+}
+
+TEST(Executor, UndefinedTensorResultsKeepTheirPlace) {
+  // native_layer_norm_backward with output_mask [false, true, true] returns
+  // an undefined grad_input: results 1 and 2 still bind grad_weight and
+  // grad_bias; result 0 is an unreported error that fails only its uses.
+  PlanBuilder b({{"x", 1}});
+  at::Tensor x = at::arange(8, at::kFloat).reshape({2, 4});
+  at::Tensor w = at::full({4}, 1.5f), bias = at::full({4}, 0.5f);
+  at::Tensor go = at::arange(8, at::kFloat).reshape({2, 4}) / 8;
+  int64_t rx = b.op(0, "aten::clone", "", {constant(x)});
+  int64_t rw = b.op(0, "aten::clone", "", {constant(w)});
+  int64_t rb = b.op(0, "aten::clone", "", {constant(bias)});
+  int64_t rgo = b.op(0, "aten::clone", "", {constant(go)});
+  int64_t fwd = b.op(
+      0, "aten::native_layer_norm", "",
+      {val::ref(rx), val::ints({4}), val::ref(rw), val::ref(rb), val::f(1e-5)},
+      3);
+  int64_t mean = fwd + 1, rstd = fwd + 2;
+  int64_t gi = b.op(0, "aten::native_layer_norm_backward", "",
+                    {val::ref(rgo), val::ref(rx), val::ints({4}),
+                     val::ref(mean), val::ref(rstd), val::ref(rw), val::ref(rb),
+                     val::list({val::b(false), val::b(true), val::b(true)})},
+                    3);
+  int64_t bwdId = Harness::last(b);
+  int64_t gw = gi + 1, gb = gi + 2;
+  int64_t dep = b.op(0, "aten::neg", "", {val::ref(gi)});
+  int64_t fgi = b.fetch(0, gi), fgw = b.fetch(0, gw), fgb = b.fetch(0, gb),
+          fdep = b.fetch(0, dep);
+  Harness h;
+  h.run(b);
+  EXPECT_TRUE(h.failures.empty()) << h.failures.front().message();
+  auto ln = at::native_layer_norm(x, {4}, w, bias, 1e-5);
+  auto want = at::native_layer_norm_backward(go, x, {4}, std::get<1>(ln),
+                                             std::get<2>(ln), w, bias,
+                                             {false, true, true});
+  EXPECT_TRUE(at::allclose(h.value(fgw), std::get<1>(want)));
+  EXPECT_TRUE(at::allclose(h.value(fgb), std::get<2>(want)));
+  plan::Failure undefined = h.error(fgi);
+  EXPECT_EQ(undefined.instruction(), bwdId);
+  EXPECT_NE(undefined.message().find("aten::native_layer_norm_backward "
+                                     "returned no tensor for result 0"),
+            std::string::npos)
+      << undefined.message();
+  plan::Failure dependent = h.error(fdep);
+  EXPECT_EQ(dependent.instruction(), bwdId);
+  EXPECT_EQ(dependent.message(), undefined.message());
+}
+
 TEST(Executor, FailedInPlaceOpMarksTheMutatedTensor) {
   PlanBuilder b({{"x", 1}});
   int64_t x = b.op(0, "aten::ones", "", {val::ints({2, 3})});
