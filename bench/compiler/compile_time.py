@@ -228,6 +228,17 @@ def main():
     if total is not None:
         rows.append(("compile: full, without printing the IR (from --mlir-timing)", f"{total - output:.3f} s",
                      "one run: " + ", ".join(breakdown)))
+    # monarch-run's in-process compile (what a run does, without printing the
+    # IR), from the text and from MLIR bytecode (how a tool hands a large
+    # generated program over: the parser is most of the text path).
+    bytecode = os.path.join(work, "big.mlirbc")
+    subprocess.run([opt, prog, "--emit-bytecode", "-o", bytecode], check=True)
+    for label, src in (("text", prog), ("bytecode", bytecode)):
+        cmd = [run, src, "--emit-plan", plan + "." + label]
+        commands.append(shlex.join(cmd))
+        t, all_t = timed(cmd, args.repeat)
+        rows.append((f"compile: monarch-run --emit-plan from {label} (full pipeline, whole process)",
+                     f"{t:.3f} s", "runs: " + ", ".join(f"{x:.3f}" for x in all_t)))
     rows.append(("plan size per op (full pipeline)", f"{plan_bytes / nops:.1f} B/op",
                  f"{plan_bytes:,} bytes, {ninst:,} instructions ({plan_bytes / ninst:.1f} B/instruction)"))
 

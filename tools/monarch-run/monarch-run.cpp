@@ -3,12 +3,17 @@
 //   monarch-run PROGRAM.plan|PROGRAM.mlir [--procs host=2,gpu=2]
 //               [--trace trace.json] [--memory-cap BYTES] [--timeout SECONDS]
 //               [--entry FUNC] [--no-optimize] [--pipeline-options OPTS]
+//               [--emit-plan OUT.plan]
 //
 // Spawns one tensor worker per rank of the plan's root mesh, ships each the
 // whole plan, prints fetched values in program order as they arrive and
 // failures with rank and instruction, and exits non-zero if any fetched value
 // failed or a worker died. A .mlir file is compiled in-process first (when
 // the compiler is built in); a file that does not verify launches nothing.
+//
+// --emit-plan writes the compiled (or loaded) plan to OUT.plan and exits
+// without launching anything: the same compile as a run, for shipping a plan
+// to machines without the compiler.
 //
 // Exit status: 0 every fetch succeeded; 1 a fetch failed or a worker died;
 // 2 bad usage, bad program or compile error; 3 the run timed out.
@@ -26,6 +31,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <unistd.h>
 
@@ -43,6 +49,7 @@ struct Args {
   std::string entry;
   bool optimize = true;
   std::string pipelineOptions;
+  std::string emitPlan;
 };
 
 int usage(const std::string &why) {
@@ -53,7 +60,7 @@ int usage(const std::string &why) {
                "host=2,gpu=2] [--trace FILE]\n"
                "         [--memory-cap BYTES] [--timeout SECONDS] [--entry "
                "FUNC] [--no-optimize]\n"
-               "         [--pipeline-options OPTS]\n");
+               "         [--pipeline-options OPTS] [--emit-plan OUT.plan]\n");
   return 2;
 }
 
@@ -110,6 +117,7 @@ Expected<plan::Program> loadProgram(const Args &args) {
   options.entry = args.entry;
   options.optimize = args.optimize;
   options.pipelineOptions = args.pipelineOptions;
+  options.freeIR = false; // the process ends after the run
   CompileResult compiled = compileFileToPlan(args.program, options);
   if (!compiled.ok)
     return Status(ErrorCode::Invalid,
@@ -162,6 +170,9 @@ int main(int argc, char **argv) {
         return usage("--entry needs a function name");
     } else if (a == "--no-optimize") {
       args.optimize = false;
+    } else if (a == "--emit-plan") {
+      if (!value(args.emitPlan))
+        return usage("--emit-plan needs a file");
     } else if (a == "--pipeline-options") {
       if (!value(args.pipelineOptions))
         return usage("--pipeline-options needs a value");
@@ -181,6 +192,18 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "monarch-run: %s\n",
                  program.status().message().c_str());
     return 2;
+  }
+  if (!args.emitPlan.empty()) {
+    std::ofstream out(args.emitPlan, std::ios::binary | std::ios::trunc);
+    if (!out || !program->SerializeToOstream(&out)) {
+      std::fprintf(stderr, "monarch-run: cannot write %s\n",
+                   args.emitPlan.c_str());
+      return 2;
+    }
+    out.close();
+    // Nothing else to do: skip freeing a large plan on the way out.
+    std::fflush(stdout);
+    std::_Exit(out ? 0 : 2);
   }
   ControllerOptions options;
   for (const auto &d : program->root())
