@@ -15,6 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ExecutorHarness.h"
+
 #include "monarch/tensor/Executor.h"
 #include "monarch/tensor/Functions.h"
 #include "monarch/tensor/Plan.h"
@@ -32,6 +34,7 @@
 #include <mutex>
 
 using namespace monarch::tensor;
+using namespace monarch::tensor::testing;
 namespace plan = monarch::plan;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -51,99 +54,18 @@ bool haveGpu() {
                    << ")";                                                     \
   } while (0)
 
-at::Tensor toTensor(const plan::TensorData &d) {
-  static const std::map<plan::DType, at::ScalarType> types{
-      {plan::FLOAT32, at::kFloat}, {plan::FLOAT64, at::kDouble},
-      {plan::INT64, at::kLong},    {plan::INT32, at::kInt},
-      {plan::BOOL, at::kBool},     {plan::UINT8, at::kByte}};
-  std::vector<int64_t> shape(d.shape().begin(), d.shape().end());
-  auto t = at::empty(shape, at::TensorOptions().dtype(types.at(d.dtype())));
-  std::memcpy(t.data_ptr(), d.data().data(), d.data().size());
-  return t;
-}
-
 const std::vector<std::pair<std::string, plan::Value>> onCuda = {
     {"device", val::device("cuda")}};
 
-/// An executor on a 1-rank mesh with its callbacks collected, fetch replies
-/// time-stamped.
-class Harness {
-public:
-  explicit Harness(ExecutorOptions options = {}) {
+/// The executor harness on a 1-rank mesh, with waits long enough for GPU
+/// start-up.
+struct CudaHarness : Harness {
+  explicit CudaHarness(ExecutorOptions options = {})
+      : Harness(withOneRank(std::move(options)), false, seconds(30)) {}
+  static ExecutorOptions withOneRank(ExecutorOptions options) {
     options.rootShape = {{"x", 1}};
-    options.timeout = seconds(30);
-    ExecutorCallbacks cb;
-    cb.onFailure = [this](const plan::Failure &f) {
-      std::lock_guard<std::mutex> lock(mutex);
-      failures.push_back(f);
-    };
-    cb.onFetch = [this](const plan::FetchReply &r) {
-      std::lock_guard<std::mutex> lock(mutex);
-      fetches[r.instruction()] = r;
-      arrived[r.instruction()] = Clock::now();
-    };
-    executor = std::make_unique<Executor>(std::move(options), std::move(cb));
+    return options;
   }
-
-  void run(const PlanBuilder &b) {
-    auto loaded = loadPlan(b.serialize());
-    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
-    ASSERT_TRUE(executor->run(loaded.value()).isOk());
-    ASSERT_TRUE(executor->waitIdle(seconds(60)));
-  }
-
-  at::Tensor value(int64_t fetch) {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = fetches.find(fetch);
-    if (it == fetches.end()) {
-      ADD_FAILURE() << "no reply for fetch " << fetch;
-      return at::Tensor();
-    }
-    if (!it->second.has_value()) {
-      ADD_FAILURE() << "fetch " << fetch
-                    << " is an error: " << it->second.error().message();
-      return at::Tensor();
-    }
-    return toTensor(it->second.value());
-  }
-
-  plan::Failure error(int64_t fetch) {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = fetches.find(fetch);
-    if (it == fetches.end() || !it->second.has_error()) {
-      ADD_FAILURE() << "fetch " << fetch << " is not an error";
-      return {};
-    }
-    return it->second.error();
-  }
-
-  std::vector<plan::Failure> failuresFor(int64_t instruction) {
-    std::lock_guard<std::mutex> lock(mutex);
-    std::vector<plan::Failure> out;
-    for (const auto &f : failures)
-      if (f.instruction() == instruction)
-        out.push_back(f);
-    return out;
-  }
-
-  std::string allFailures() {
-    std::lock_guard<std::mutex> lock(mutex);
-    std::string s;
-    for (const auto &f : failures)
-      s += "#" + std::to_string(f.instruction()) + ": " + f.message() + "\n";
-    return s;
-  }
-
-  static int64_t last(const PlanBuilder &b) {
-    const auto &insts = b.program().instructions();
-    return insts.Get(insts.size() - 1).id();
-  }
-
-  std::mutex mutex;
-  std::vector<plan::Failure> failures;
-  std::map<int64_t, plan::FetchReply> fetches;
-  std::map<int64_t, Clock::time_point> arrived;
-  std::unique_ptr<Executor> executor;
 };
 
 plan::Instruction &callFn(PlanBuilder &b, int64_t stream,
@@ -238,7 +160,7 @@ TEST(CudaExecutor, AtenOpsOnCudaAndFetchOfCudaValues) {
   int64_t i = b.op(0, "aten::argmax", "", {val::ref(s)});
   int64_t g = b.op(0, "aten::gt", "Scalar", {val::ref(a), val::scalar(2)});
   int64_t fs = b.fetch(0, s), fi = b.fetch(0, i), fg = b.fetch(0, g);
-  Harness h;
+  CudaHarness h;
   h.run(b);
   ASSERT_TRUE(h.failures.empty()) << h.allFailures();
   at::Tensor M = at::arange(6, at::kFloat).reshape({2, 3});
@@ -260,7 +182,7 @@ TEST(CudaStreams, EachPlanStreamHasItsOwnCudaStream) {
   callFn(b, side, "cuda_test.current_stream", {}, {s1, d1});
   int64_t f0 = b.fetch(0, s0), fd0 = b.fetch(0, d0);
   int64_t f1 = b.fetch(0, s1, side), fd1 = b.fetch(0, d1, side);
-  Harness h;
+  CudaHarness h;
   h.run(b);
   ASSERT_TRUE(h.failures.empty()) << h.allFailures();
   int64_t id0 = h.value(f0).item<int64_t>(), id1 = h.value(f1).item<int64_t>();
@@ -278,7 +200,7 @@ TEST(CudaStreams, KernelsOfTwoStreamsOverlap) {
     std::lock_guard<std::mutex> lock(flagMutex);
     flag = false;
   }
-  Harness h;
+  CudaHarness h;
   {
     // Warm-up: loads every kernel used below (loading a CUDA module while
     // other kernels run can synchronize the device) and fills the caching
@@ -336,7 +258,7 @@ TEST(CudaBorrows, FirstUseWaitsForTheOriginsKernels) {
   int64_t fs = b.fetch(0, s, comm);
   drop(b, 1, 0);
   int64_t fx = b.fetch(0, x);
-  Harness h;
+  CudaHarness h;
   h.run(b);
   ASSERT_TRUE(h.failures.empty()) << h.allFailures();
   EXPECT_EQ(h.value(fs).item<float>(), 7.f * 1024);
@@ -360,7 +282,7 @@ TEST(CudaBorrows, MutableBorrowsInPlaceChangeIsVisibleAfterDrop) {
   drop(b, 7, 0);
   int64_t s = b.op(0, "aten::sum", "", {val::ref(x)});
   int64_t fs = b.fetch(0, s);
-  Harness h;
+  CudaHarness h;
   h.run(b);
   auto f = h.failuresFor(earlyId);
   ASSERT_EQ(f.size(), 1u) << h.allFailures();
@@ -411,7 +333,7 @@ TEST(CudaCollectives, ReduceStackAndToMeshWithNcclOnOneRank) {
   std::vector<int64_t> fetches;
   for (int64_t r : {sum, avg, mx, st, a2a, rs, chk, copy, x, bad})
     fetches.push_back(b.fetch(0, r, comm));
-  Harness h(o);
+  CudaHarness h(o);
   h.run(b);
   at::Tensor X = at::arange(6, at::kFloat);
   EXPECT_TRUE(at::equal(h.value(fetches[0]), X));
@@ -439,7 +361,7 @@ TEST(CudaCollectives, WithoutNcclACudaReduceFailsCleanly) {
   int64_t id = Harness::last(b);
   int64_t y = b.op(0, "aten::neg", "", {val::ref(x)});
   int64_t fr = b.fetch(0, r), fy = b.fetch(0, y);
-  Harness h; // no backends at all
+  CudaHarness h; // no backends at all
   h.run(b);
   auto f = h.failuresFor(id);
   ASSERT_EQ(f.size(), 1u) << h.allFailures();
@@ -491,7 +413,7 @@ TEST(CudaRecordings, DefinedOnceCalledWithDifferentCudaActuals) {
   };
   int64_t r1 = call(x, y), r2 = call(y, x);
   int64_t f1 = b.fetch(0, r1), f2 = b.fetch(0, r2);
-  Harness h;
+  CudaHarness h;
   h.run(b);
   ASSERT_TRUE(h.failures.empty()) << h.allFailures();
   at::Tensor X = at::arange(4, at::kFloat), Y = at::full({4}, 3.f);
@@ -511,7 +433,7 @@ TEST(CudaExecutor, ErrorsOnCudaAreReportedOnceAndPropagate) {
   int64_t mixId = Harness::last(b);
   int64_t ok = b.op(0, "aten::mul", "Scalar", {val::ref(a), val::scalar(5)});
   int64_t fdep = b.fetch(0, dep), fok = b.fetch(0, ok);
-  Harness h;
+  CudaHarness h;
   h.run(b);
   auto f = h.failuresFor(badId);
   ASSERT_EQ(f.size(), 1u) << h.allFailures();
@@ -536,7 +458,7 @@ TEST(CudaExecutor, MemoryCapCountsCpuMemoryOnly) {
   int64_t cId = Harness::last(b);
   int64_t fg = b.op(0, "aten::sum", "", {val::ref(g)});
   int64_t ffg = b.fetch(0, fg), fc = b.fetch(0, c);
-  Harness h(o);
+  CudaHarness h(o);
   h.run(b);
   EXPECT_EQ(h.value(ffg).item<float>(), 0.f);
   auto f = h.failuresFor(cId);

@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ExecutorHarness.h"
+
 #include "monarch/tensor/Executor.h"
 #include "monarch/tensor/Functions.h"
 #include "monarch/tensor/Plan.h"
@@ -22,128 +24,12 @@
 #include <thread>
 
 using namespace monarch::tensor;
+using namespace monarch::tensor::testing;
 namespace plan = monarch::plan;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 namespace {
-
-at::Tensor toTensor(const plan::TensorData &d) {
-  static const std::map<plan::DType, at::ScalarType> types{
-      {plan::FLOAT32, at::kFloat}, {plan::FLOAT64, at::kDouble},
-      {plan::INT64, at::kLong},    {plan::INT32, at::kInt},
-      {plan::BOOL, at::kBool},     {plan::UINT8, at::kByte}};
-  std::vector<int64_t> shape(d.shape().begin(), d.shape().end());
-  auto t = at::empty(shape, at::TensorOptions().dtype(types.at(d.dtype())));
-  std::memcpy(t.data_ptr(), d.data().data(), d.data().size());
-  return t;
-}
-
-plan::Value constant(const at::Tensor &t) {
-  at::Tensor c = t.contiguous();
-  plan::DType dt = c.scalar_type() == at::kLong ? plan::INT64 : plan::FLOAT32;
-  return val::tensor(dt, c.sizes().vec(), c.data_ptr(),
-                     c.numel() * c.element_size());
-}
-
-/// An executor with callbacks collected for assertions.
-class Harness {
-public:
-  explicit Harness(ExecutorOptions options = {}, bool trace = false) {
-    if (options.rootShape.empty())
-      options.rootShape = {{"x", 1}};
-    options.timeout = seconds(10);
-    ExecutorCallbacks cb;
-    cb.onFailure = [this](const plan::Failure &f) {
-      std::lock_guard<std::mutex> lock(mutex);
-      failures.push_back(f);
-    };
-    cb.onFetch = [this](const plan::FetchReply &r) {
-      std::lock_guard<std::mutex> lock(mutex);
-      fetches[r.instruction()] = r;
-    };
-    cb.onStatus = [this](int64_t id) {
-      std::lock_guard<std::mutex> lock(mutex);
-      statuses.push_back(id);
-      fetchOrderAtStatus = fetches.size();
-    };
-    if (trace)
-      cb.onTrace = [this](const plan::TraceEvent &e) {
-        // Callbacks run one at a time: a second one inside would see 1.
-        if (inTrace.fetch_add(1) != 0)
-          concurrentTraces = true;
-        std::this_thread::yield();
-        {
-          std::lock_guard<std::mutex> lock(mutex);
-          traces.push_back(e);
-        }
-        inTrace.fetch_sub(1);
-      };
-    executor = std::make_unique<Executor>(std::move(options), std::move(cb));
-  }
-
-  /// Loads (validating unless told not to) and runs a plan to completion.
-  void run(const PlanBuilder &b, bool validate = true) {
-    plan::Program program = b.program();
-    if (validate) {
-      auto loaded = loadPlan(b.serialize());
-      ASSERT_TRUE(loaded.ok()) << loaded.status().message();
-      program = loaded.value();
-    }
-    ASSERT_TRUE(executor->run(program).isOk());
-    ASSERT_TRUE(executor->waitIdle(seconds(20)));
-  }
-
-  at::Tensor value(int64_t fetch) {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = fetches.find(fetch);
-    if (it == fetches.end()) {
-      ADD_FAILURE() << "no reply for fetch " << fetch;
-      return at::Tensor();
-    }
-    if (!it->second.has_value()) {
-      ADD_FAILURE() << "fetch " << fetch
-                    << " is an error: " << it->second.error().message();
-      return at::Tensor();
-    }
-    return toTensor(it->second.value());
-  }
-
-  plan::Failure error(int64_t fetch) {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = fetches.find(fetch);
-    if (it == fetches.end() || !it->second.has_error()) {
-      ADD_FAILURE() << "fetch " << fetch << " is not an error";
-      return {};
-    }
-    return it->second.error();
-  }
-
-  std::vector<plan::Failure> failuresFor(int64_t instruction) {
-    std::lock_guard<std::mutex> lock(mutex);
-    std::vector<plan::Failure> out;
-    for (const auto &f : failures)
-      if (f.instruction() == instruction)
-        out.push_back(f);
-    return out;
-  }
-
-  /// The id of the instruction last appended to `b`.
-  static int64_t last(const PlanBuilder &b) {
-    const auto &insts = b.program().instructions();
-    return insts.Get(insts.size() - 1).id();
-  }
-
-  std::mutex mutex;
-  std::vector<plan::Failure> failures;
-  std::map<int64_t, plan::FetchReply> fetches;
-  std::vector<int64_t> statuses;
-  size_t fetchOrderAtStatus = 0;
-  std::vector<plan::TraceEvent> traces;
-  std::atomic<int> inTrace{0};
-  std::atomic<bool> concurrentTraces{false};
-  std::unique_ptr<Executor> executor;
-};
 
 TEST(Executor, AtenOpsBySchemaWithScalarsListsAndOptionals) {
   PlanBuilder b({{"x", 1}});

@@ -8,6 +8,8 @@
 #ifndef MONARCH_TEST_RUNTIME_TENSOR_WORKERTESTSUPPORT_H
 #define MONARCH_TEST_RUNTIME_TENSOR_WORKERTESTSUPPORT_H
 
+#include "TensorTestSupport.h"
+
 #include "monarch/tensor/Controller.h"
 #include "monarch/tensor/Plan.h"
 #include "monarch/tensor/PlanBuilder.h"
@@ -74,15 +76,6 @@ inline Outcome runOk(const PlanBuilder &b) {
   return o;
 }
 
-inline at::Tensor toTensor(const plan::TensorData &d) {
-  static const std::map<plan::DType, at::ScalarType> types{
-      {plan::FLOAT32, at::kFloat}, {plan::INT64, at::kLong}};
-  std::vector<int64_t> shape(d.shape().begin(), d.shape().end());
-  auto t = at::empty(shape, at::TensorOptions().dtype(types.at(d.dtype())));
-  std::memcpy(t.data_ptr(), d.data().data(), d.data().size());
-  return t;
-}
-
 inline const plan::FetchReply *reply(const Outcome &o, int rank,
                                      int64_t fetch) {
   for (const auto &f : o.reports[rank].fetches())
@@ -110,13 +103,6 @@ inline int failuresOf(const Outcome &o, int rank, int64_t instruction,
       EXPECT_NE(f.message().find(contains), std::string::npos) << f.message();
     }
   return n;
-}
-
-inline plan::Value constant(const at::Tensor &t) {
-  at::Tensor c = t.contiguous();
-  plan::DType dt = c.scalar_type() == at::kLong ? plan::INT64 : plan::FLOAT32;
-  return val::tensor(dt, c.sizes().vec(), c.data_ptr(),
-                     c.numel() * c.element_size());
 }
 
 inline int64_t lastId(const PlanBuilder &b) {
