@@ -19,19 +19,29 @@ there with --plans DIR.
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 
 
-def program(ranks: int, layers: int, hidden: int, batch: int, steps: int) -> str:
+def program(ranks: int, layers: int, hidden: int, batch: int, steps: int,
+            form: str = "naive") -> str:
+    """`naive`: Monarch's DDP loop (1) as traced -- per layer the gradient, its
+    in-place all-reduce, the update. `handwritten`: schedule (3) of Monarch's
+    docs -- each gradient borrowed onto a "comm" stream and all-reduced there
+    as soon as it exists, the borrows dropped just before the updates at the
+    end of the backward pass."""
     mesh = f"!monarch.mesh<dp = {ranks}>"
     W = f"!monarch.tensor<{hidden}x{hidden}xf32, <dp = {ranks}>>"
     X = f"!monarch.tensor<{batch}x{hidden}xf32, <dp = {ranks}>>"
     L = f"!monarch.tensor<f32, <dp = {ranks}>>"
+    WC = f"!monarch.tensor<{hidden}x{hidden}xf32, <dp = {ranks}>, stream = \"comm\">"
     lines = [f"func.func @main() -> !monarch.host<tensor<f32>> {{",
              f"  %m = monarch.spawn_procs : {mesh}"]
+    if form == "handwritten":
+        lines.append('  %comm = monarch.stream_create : !monarch.stream<"comm">')
     n = 0
 
     def fresh() -> str:
@@ -52,6 +62,7 @@ def program(ranks: int, layers: int, hidden: int, batch: int, steps: int) -> str
                     f"#monarch.none, #monarch.none")
 
     ws = [rand(f"{hidden}, {hidden}", W) for _ in range(layers)]
+    pending = []
     x = rand(f"{batch}, {hidden}", X)
     loss = None
     for _ in range(steps):
@@ -73,10 +84,23 @@ def program(ranks: int, layers: int, hidden: int, batch: int, steps: int) -> str
             if i > 0:
                 wt = aten("aten::t", [ws[i]], [W], W)
                 d = aten("aten::mm", [d, wt], [X, W], X)
+            if form == "handwritten":
+                gc, tok, r = fresh(), fresh(), fresh()
+                lines.append(f"  {gc}, {tok} = monarch.borrow {g} to %comm mutable : {W} -> {WC}")
+                lines.append(f"  monarch.borrow_first_use {tok}")
+                lines.append(f"  {r} = monarch.reduce {gc} (dp) sum inplace : {WC} -> {WC}")
+                lines.append(f"  monarch.borrow_last_use {tok}")
+                pending.append((i, g, tok))
+                continue
             r = fresh()
             lines.append(f"  {r} = monarch.reduce {g} (dp) sum inplace : {W} -> {W}")
             ws[i] = aten("aten::sub_.Tensor", [ws[i], r], [W, W], W,
                          "#monarch.scalar<1.000000e-03 : f64>")
+        for i, g, tok in pending:  # (3): drop just before each update
+            lines.append(f"  monarch.borrow_drop {tok}")
+            ws[i] = aten("aten::sub_.Tensor", [ws[i], g], [W, W], W,
+                         "#monarch.scalar<1.000000e-03 : f64>")
+        pending.clear()
     v = fresh()
     lines.append(f"  {v} = monarch.inspect {loss} at (dp = 0) : {L} -> !monarch.host<tensor<f32>>")
     lines.append(f"  return {v} : !monarch.host<tensor<f32>>")
@@ -110,6 +134,39 @@ def step_time(monarch_run: str, program: str, optimize: bool, steps: int, tmp: s
     return max(hi - lo for lo, hi in spans.values()) / steps / 1e3  # ms
 
 
+def simulate(monarch_opt: str, mlir: str, profile: str, optimize: bool) -> dict:
+    """--monarch-simulate's prediction: step time and per-stream busy time (us)."""
+    passes = [f"--monarch-default-pipeline=profile={profile}"] if optimize else []
+    done = subprocess.run([monarch_opt, mlir, *passes, f"--monarch-simulate=profile={profile}",
+                           "-o", "/dev/null"], capture_output=True, text=True, check=True)
+    remark = next(l for l in done.stderr.splitlines() if "simulated step" in l)
+    step = float(re.search(r"simulated step ([0-9.]+)us", remark).group(1))
+    busy = {name.strip('"'): float(us) for name, us in
+            re.findall(r'stream ("[^"]*"|\w+): busy ([0-9.]+)us', remark)}
+    return {"step": step, "busy": busy}
+
+
+def simulated_table(a, tmp: str) -> None:
+    print(f"simulated (--monarch-simulate, profile {a.simulate}), step time in ms:")
+    print("| config | naive (1) | optimized (default pipeline) | hand-written (3) | "
+          "max(compute, comm) | optimized / max | optimized / (3) |")
+    print("|---|---|---|---|---|---|---|")
+    for batch in a.batches:
+        forms = {}
+        for form in ("naive", "handwritten"):
+            path = os.path.join(tmp, f"{form}{batch}.mlir")
+            with open(path, "w") as f:
+                f.write(program(a.ranks, a.layers, a.hidden, batch, 1, form))
+            forms[form] = path
+        naive = simulate(a.monarch_opt, forms["naive"], a.simulate, False)
+        opt = simulate(a.monarch_opt, forms["naive"], a.simulate, True)
+        hand = simulate(a.monarch_opt, forms["handwritten"], a.simulate, False)
+        bound = max(opt["busy"].values())
+        print(f"| {a.layers} layers {a.hidden}x{a.hidden}, batch {batch}, dp={a.ranks} "
+              f"| {naive['step'] / 1e3:.2f} | {opt['step'] / 1e3:.2f} | {hand['step'] / 1e3:.2f} "
+              f"| {bound / 1e3:.2f} | {opt['step'] / bound:.3f} | {opt['step'] / hand['step']:.3f} |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--monarch-run", default="build/bin/monarch-run")
@@ -122,7 +179,15 @@ def main() -> None:
     p.add_argument("--monarch-opt", default="build/bin/monarch-opt")
     p.add_argument("--write-plans", metavar="DIR", help="only compile naive/optimized.plan")
     p.add_argument("--plans", metavar="DIR", help="run DIR/naive.plan and DIR/optimized.plan")
+    p.add_argument("--simulate", metavar="PROFILE",
+                   help="no run: predict naive, optimized and hand-written (3) with this cost profile")
+    p.add_argument("--batches", type=int, nargs="+", default=[16, 128],
+                   help="with --simulate: the batch sizes to compare")
     a = p.parse_args()
+    if a.simulate:
+        with tempfile.TemporaryDirectory(prefix="monarch-ddp-") as tmp:
+            simulated_table(a, tmp)
+        return
     with tempfile.TemporaryDirectory(prefix="monarch-ddp-") as tmp:
         mlir = os.path.join(tmp, "ddp.mlir")
         with open(mlir, "w") as f:

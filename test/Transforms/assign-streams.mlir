@@ -34,16 +34,22 @@ func.func @borrow_around_collective(%m: !monarch.mesh<dp = 8>, %g: !T, %p: !T, %
 !T = !monarch.tensor<4xf32, <dp = 8>>
 
 // Never used again: the drop goes before the terminator. One stream handle
-// serves every collective of the function.
+// serves every collective of the function. On the comm stream each wait
+// follows its own start, so the first borrow's last use is not held behind
+// the second collective (the stream runs its ops in order).
 // CHECK-LABEL: func.func @two_collectives
 func.func @two_collectives(%g: !T, %h: !T) {
   // CHECK-COUNT-1: monarch.stream_create
   // CHECK-NOT: monarch.stream_create
-  // CHECK: %[[B1:[^ ]*]] = monarch.borrow %{{.*}} mutable
-  // CHECK: %[[B2:[^ ]*]] = monarch.borrow %{{.*}} mutable
-  // CHECK: monarch.wait
+  // CHECK: %{{[^ ]*}}, %[[B1:[^ ]*]] = monarch.borrow %{{.*}} mutable
+  // CHECK-NEXT: monarch.borrow_first_use %[[B1]]
+  // CHECK-NEXT: %[[T1:.*]] = monarch.reduce_start
+  // CHECK-NEXT: monarch.wait %[[T1]]
   // CHECK-NEXT: monarch.borrow_last_use %[[B1]]
-  // CHECK-NEXT: monarch.wait
+  // CHECK-NEXT: %{{[^ ]*}}, %[[B2:[^ ]*]] = monarch.borrow %{{.*}} mutable
+  // CHECK-NEXT: monarch.borrow_first_use %[[B2]]
+  // CHECK-NEXT: %[[T2:.*]] = monarch.reduce_start
+  // CHECK-NEXT: monarch.wait %[[T2]]
   // CHECK-NEXT: monarch.borrow_last_use %[[B2]]
   // CHECK-NEXT: monarch.borrow_drop %[[B1]]
   // CHECK-NEXT: monarch.borrow_drop %[[B2]]

@@ -12,9 +12,9 @@
 
 // The profile makes an all-reduce of a gradient (492us) about as long as a
 // matmul (524us). Naive: compute and the three all-reduces in series. After
-// the pipeline: only the last all-reduce is exposed (4251.648 + 491.520).
+// the pipeline: about the last all-reduce is exposed (4251.648 + 483.328).
 // NAIVE: remark: simulated step 5726.208us; stream default: busy 5726.208us; overlap 0.00
-// OVERLAP: remark: simulated step 4743.168us; stream default: busy 4251.648us; stream "comm": busy 1474.560us; overlap 0.67
+// OVERLAP: remark: simulated step 4734.976us; stream default: busy 4251.648us; stream "comm": busy 1474.560us; overlap 0.67
 
 !T = !monarch.tensor<64x64xf32, <dp = 4>>
 !L = !monarch.tensor<f32, <dp = 4>>
@@ -43,13 +43,15 @@ func.func @ddp_step(%m: !monarch.mesh<dp = 4>, %x: !T, %w1: !T, %w2: !T, %w3: !T
 // CHECK-NEXT: %[[H3:.*]] = monarch.aten "aten::mm"(%[[A2]], %[[W3]])
 // CHECK-NEXT: %[[LOSS:.*]] = monarch.aten "aten::sum"(%[[H3]]
 //
-// Gradient of w3; its all-reduce starts on the comm stream right away.
+// Gradient of w3; its all-reduce runs on the comm stream right away.
 // CHECK-NEXT: %[[D3:.*]] = monarch.aten "aten::ones_like"(%[[H3]]
 // CHECK-NEXT: %[[A2T:.*]] = monarch.aten "aten::t"(%[[A2]])
 // CHECK-NEXT: %[[G3:.*]] = monarch.aten "aten::mm"(%[[A2T]], %[[D3]])
 // CHECK-NEXT: %[[G3C:.*]], %[[B3:.*]] = monarch.borrow %[[G3]] to %[[COMM]] mutable
 // CHECK-NEXT: monarch.borrow_first_use %[[B3]]
 // CHECK-NEXT: %[[T3:.*]] = monarch.reduce_start %[[G3C]] (dp) sum inplace : !monarch.tensor<64x64xf32, <dp = 4>, stream = "comm">
+// CHECK-NEXT: monarch.wait %[[T3]]
+// CHECK-NEXT: monarch.borrow_last_use %[[B3]]
 //
 // The backward of layer 2 overlaps it; then the all-reduce of w2's gradient.
 // CHECK-NEXT: %[[W3T:.*]] = monarch.aten "aten::t"(%[[W3]])
@@ -60,6 +62,8 @@ func.func @ddp_step(%m: !monarch.mesh<dp = 4>, %x: !T, %w1: !T, %w2: !T, %w3: !T
 // CHECK-NEXT: %[[G2C:.*]], %[[B2:.*]] = monarch.borrow %[[G2]] to %[[COMM]] mutable
 // CHECK-NEXT: monarch.borrow_first_use %[[B2]]
 // CHECK-NEXT: %[[T2:.*]] = monarch.reduce_start %[[G2C]] (dp) sum inplace
+// CHECK-NEXT: monarch.wait %[[T2]]
+// CHECK-NEXT: monarch.borrow_last_use %[[B2]]
 //
 // The backward of layer 1 overlaps both; then the all-reduce of w1's gradient.
 // CHECK-NEXT: %[[W2T:.*]] = monarch.aten "aten::t"(%[[W2]])
@@ -70,19 +74,17 @@ func.func @ddp_step(%m: !monarch.mesh<dp = 4>, %x: !T, %w1: !T, %w2: !T, %w3: !T
 // CHECK-NEXT: %[[G1C:.*]], %[[B1:.*]] = monarch.borrow %[[G1]] to %[[COMM]] mutable
 // CHECK-NEXT: monarch.borrow_first_use %[[B1]]
 // CHECK-NEXT: %[[T1:.*]] = monarch.reduce_start %[[G1C]] (dp) sum inplace
-//
-// Each wait and drop sits just before its parameter's update, which reads
-// the reduced gradient through the origin tensor.
-// CHECK-NEXT: monarch.wait %[[T3]]
-// CHECK-NEXT: monarch.borrow_last_use %[[B3]]
-// CHECK-NEXT: monarch.borrow_drop %[[B3]]
-// CHECK-NEXT: monarch.aten "aten::sub_.Tensor"(%[[W3]], %[[G3]], #monarch.scalar<1.000000e-02 : f64>)
-// CHECK-NEXT: monarch.wait %[[T2]]
-// CHECK-NEXT: monarch.borrow_last_use %[[B2]]
-// CHECK-NEXT: monarch.borrow_drop %[[B2]]
-// CHECK-NEXT: monarch.aten "aten::sub_.Tensor"(%[[W2]], %[[G2]], #monarch.scalar<1.000000e-02 : f64>)
 // CHECK-NEXT: monarch.wait %[[T1]]
 // CHECK-NEXT: monarch.borrow_last_use %[[B1]]
+//
+// Each drop sits just before its parameter's update, which reads the reduced
+// gradient through the origin tensor: the default stream waits for a
+// collective only there. (On the comm stream each wait and last use follow
+// their start at once.)
+// CHECK-NEXT: monarch.borrow_drop %[[B3]]
+// CHECK-NEXT: monarch.aten "aten::sub_.Tensor"(%[[W3]], %[[G3]], #monarch.scalar<1.000000e-02 : f64>)
+// CHECK-NEXT: monarch.borrow_drop %[[B2]]
+// CHECK-NEXT: monarch.aten "aten::sub_.Tensor"(%[[W2]], %[[G2]], #monarch.scalar<1.000000e-02 : f64>)
 // CHECK-NEXT: monarch.borrow_drop %[[B1]]
 // CHECK-NEXT: monarch.aten "aten::sub_.Tensor"(%[[W1]], %[[G1]], #monarch.scalar<1.000000e-02 : f64>)
 // CHECK-NEXT: return %[[LOSS]]

@@ -10,9 +10,9 @@
 // ALL-LABEL: func.func @step
 // ALL: monarch.borrow %{{.*}} mutable
 // ALL: monarch.reduce_start {{.*}} stream = "comm"
-// ALL-NEXT: monarch.aten "aten::neg"
 // ALL-NEXT: monarch.wait
 // ALL-NEXT: monarch.borrow_last_use
+// ALL-NEXT: monarch.aten "aten::neg"
 // ALL-NEXT: monarch.borrow_drop
 // ALL-NEXT: monarch.aten "aten::sub_.Tensor"
 
@@ -57,9 +57,9 @@ func.func @step(%m: !monarch.mesh<dp = 8>, %g: !T, %p: !T, %y: !T) -> (!T, !T) {
 // ALL-NEXT: %[[G2C:.*]], %[[B2:.*]] = monarch.borrow %[[G2]] to %[[COMM]] mutable
 // ALL-NEXT: monarch.borrow_first_use %[[B2]]
 // ALL-NEXT: %[[T2:.*]] = monarch.reduce_start %[[G2C]]
-// ALL-NEXT: monarch.aten "aten::t"(%[[X]])
 // ALL-NEXT: monarch.wait %[[T2]]
 // ALL-NEXT: monarch.borrow_last_use %[[B2]]
+// ALL-NEXT: monarch.aten "aten::t"(%[[X]])
 // ALL-NEXT: monarch.borrow_drop %[[B2]]
 // ALL-NEXT: monarch.aten "aten::sub_.Tensor"(%[[W2]], %[[G2]]
 // ALL-NEXT: monarch.aten "aten::t"(%[[W2]])

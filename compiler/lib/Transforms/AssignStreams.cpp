@@ -89,13 +89,17 @@ struct AssignStreamsPass : monarch::impl::AssignStreamsBase<AssignStreamsPass> {
     // The reduced value lives in the origin once the borrow is dropped.
     wait.getResult().replaceAllUsesWith(origin);
     wait.getResult().setType(newValueType);
+    // On the comm stream the wait (now unused) follows its start at once,
+    // with the last use right after: the stream runs its ops in order, so a
+    // wait left where the origin needs the value would hold every later
+    // borrow's last use behind every earlier collective. The origin still
+    // waits only at the drop.
+    Operation *next = wait->getNextNode();
+    wait->moveAfter(start);
     b.setInsertionPointAfter(wait);
     BorrowLastUseOp::create(b, wait.getLoc(), borrow.getBorrow());
 
     // Drop as late as correct: just before the origin is used again.
-    Operation *next = b.getInsertionPoint() != b.getBlock()->end()
-                          ? &*b.getInsertionPoint()
-                          : nullptr;
     for (; next; next = next->getNextNode())
       if (usesStorage(next, root) || next->hasTrait<OpTrait::IsTerminator>())
         break;

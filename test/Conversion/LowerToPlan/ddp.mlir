@@ -16,8 +16,8 @@
 // CHECK:      %[[B:[0-9]+]] = borrow b[[ID:[0-9]+]] %[[G3:[0-9]+]] from stream 0 mutable on mesh#0 stream 1
 // CHECK-NEXT: borrow_first_use b[[ID]] on mesh#0 stream 1
 // CHECK-NEXT: %[[B]] = reduce %[[B]] (dp) sum inplace : float32[64, 64] on mesh#0 stream 1
-// CHECK:      borrow_last_use b[[ID]] on mesh#0 stream 1
-// CHECK-NEXT: borrow_drop b[[ID]] on mesh#0{{  }}
+// CHECK-NEXT: borrow_last_use b[[ID]] on mesh#0 stream 1
+// CHECK:      borrow_drop b[[ID]] on mesh#0{{  }}
 // CHECK-NEXT: %[[U3:[0-9]+]] = aten "aten::sub_.Tensor"(%[[W3]], %[[G3]], scalar(0.01)) on mesh#0
 // CHECK-NEXT: delete %[[W3]], %[[G3]], %[[U3]] on mesh#0
 
