@@ -123,24 +123,6 @@ void busyGpu(PlanBuilder &b, int64_t stream, int n) {
   b.deleteRefs(0, {m}, stream);
 }
 
-struct BorrowIds {
-  int64_t borrow, result;
-};
-BorrowIds borrow(PlanBuilder &b, int64_t id, int64_t input, int64_t from,
-                 int64_t to, bool isMutable) {
-  auto *bc = b.add(0, to).mutable_borrow_create();
-  bc->set_borrow(id);
-  bc->set_input(input);
-  bc->set_from_stream(from);
-  bc->set_mutable_(isMutable);
-  int64_t r = b.ref();
-  bc->set_result(r);
-  return {id, r};
-}
-void drop(PlanBuilder &b, int64_t id, int64_t stream) {
-  b.add(0, stream, "model.py:40").mutable_borrow_drop()->set_borrow(id);
-}
-
 // --- ATen, fetch, streams --------------------------------------------------
 
 TEST(CudaExecutor, AtenOpsOnCudaAndFetchOfCudaValues) {

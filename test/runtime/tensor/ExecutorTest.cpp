@@ -398,26 +398,6 @@ TEST(Streams, UsingATensorOnAnotherStreamIsWrongStream) {
   EXPECT_EQ(h.error(fy).instruction(), bad);
 }
 
-struct BorrowIds {
-  int64_t borrow, result;
-};
-BorrowIds borrow(PlanBuilder &b, int64_t id, int64_t input, int64_t from,
-                 int64_t to, bool isMutable) {
-  auto *bc = b.add(0, to).mutable_borrow_create();
-  bc->set_borrow(id);
-  bc->set_input(input);
-  bc->set_from_stream(from);
-  bc->set_mutable_(isMutable);
-  int64_t r = b.ref();
-  bc->set_result(r);
-  return {id, r};
-}
-int64_t drop(PlanBuilder &b, int64_t id, int64_t stream) {
-  auto &inst = b.add(0, stream, "model.py:40");
-  inst.mutable_borrow_drop()->set_borrow(id);
-  return inst.id();
-}
-
 TEST(Borrows, ReadOnlyBorrowStateMachine) {
   PlanBuilder b({{"x", 1}});
   int64_t s1 = b.stream("comm");

@@ -107,14 +107,7 @@ TEST(MultiGpu, ReduceOnACommStreamUnderAMutableBorrow) {
   PlanBuilder b({{"gpu", 2}});
   int64_t comm = b.stream("comm");
   int64_t x = makeCudaX(b);
-  auto &create = b.add(0, comm);
-  int64_t borrowed = b.ref();
-  auto *bc = create.mutable_borrow_create();
-  bc->set_borrow(1);
-  bc->set_input(x);
-  bc->set_result(borrowed);
-  bc->set_from_stream(0);
-  bc->set_mutable_(true);
+  int64_t borrowed = borrow(b, 1, x, 0, comm, true).result;
   b.add(0, comm).mutable_borrow_first_use()->set_borrow(1);
   b.reduce(0, borrowed, meta(plan::FLOAT32, {2, 3}), {"gpu"}, plan::SUM, false,
            comm);
@@ -123,7 +116,7 @@ TEST(MultiGpu, ReduceOnACommStreamUnderAMutableBorrow) {
       ->mutable_reduce()
       ->set_in_place(true);
   b.add(0, comm).mutable_borrow_last_use()->set_borrow(1);
-  b.add(0, 0).mutable_borrow_drop()->set_borrow(1);
+  drop(b, 1, 0);
   // The origin stream sees the reduced value after the drop.
   int64_t doubled =
       b.op(0, "aten::mul", "Scalar", {val::ref(x), val::scalar(2)});

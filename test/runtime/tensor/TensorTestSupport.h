@@ -34,6 +34,30 @@ inline plan::Value constant(const at::Tensor &t) {
                      c.numel() * c.element_size());
 }
 
+/// A borrow_create of `input` (owned by stream `from`) onto stream `to` on
+/// the root mesh, with borrow id `id`; returns the id and the result ref.
+struct BorrowIds {
+  int64_t borrow, result;
+};
+inline BorrowIds borrow(PlanBuilder &b, int64_t id, int64_t input, int64_t from,
+                        int64_t to, bool isMutable) {
+  auto *bc = b.add(0, to).mutable_borrow_create();
+  bc->set_borrow(id);
+  bc->set_input(input);
+  bc->set_from_stream(from);
+  bc->set_mutable_(isMutable);
+  int64_t r = b.ref();
+  bc->set_result(r);
+  return {id, r};
+}
+
+/// A borrow_drop of `id` on `stream`; returns the instruction id.
+inline int64_t drop(PlanBuilder &b, int64_t id, int64_t stream) {
+  auto &inst = b.add(0, stream, "model.py:40");
+  inst.mutable_borrow_drop()->set_borrow(id);
+  return inst.id();
+}
+
 } // namespace monarch::tensor::testing
 
 #endif // MONARCH_TEST_RUNTIME_TENSOR_TENSORTESTSUPPORT_H
