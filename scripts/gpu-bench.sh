@@ -36,7 +36,7 @@ for r in 4 8; do
   plans=bench/passes/plans/ddp$r
   [ -f $plans/naive.plan ] && run ddp$r python3 bench/passes/ddp_overlap.py \
     --monarch-run $bin/monarch-run --plans $plans --ranks $r --layers 8 --hidden 512 \
-    --batch 128 --steps 3 --reps 3
+    --batch 128 --steps 3 --reps ${DDP_REPS:-3}
 done
 if [ -x $bin/tensor-allreduce-bench ]; then
   for i in 1 2; do run allreduce $bin/tensor-allreduce-bench --ranks 4 --iters 20; done
