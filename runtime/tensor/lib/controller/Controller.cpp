@@ -87,7 +87,6 @@ struct Controller::Impl {
   std::unique_ptr<Port> port;
   std::optional<ProcMesh> procs;
   std::optional<ActorMesh> workers;
-  bool stopped = false;
 };
 
 Controller::Controller(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
@@ -192,8 +191,14 @@ Status Controller::declare(const plan::Program &program) {
                         ", the controller's is " +
                         impl->options.shape[i].first + "=" +
                         std::to_string(impl->options.shape[i].second));
-  plan::Program header = program;
-  header.clear_instructions();
+  // Everything but the instructions (a whole plan's may be large); keep
+  // in step with plan.proto's Program.
+  plan::Program header;
+  header.set_magic(program.magic());
+  header.set_version(program.version());
+  *header.mutable_root() = program.root();
+  *header.mutable_meshes() = program.meshes();
+  *header.mutable_streams() = program.streams();
   auto replies =
       impl->workers->call<Unit>("declare", header).get(impl->options.timeout);
   return replies.ok() ? Status::ok() : replies.status();
@@ -219,11 +224,10 @@ Controller::next(std::chrono::milliseconds timeout) {
 }
 
 Status Controller::stop() {
-  if (impl->stopped)
-    return Status::ok();
-  impl->stopped = true;
+  if (!impl->procs)
+    return Status::ok(); // stopped already
   impl->workers.reset();
-  Status s = impl->procs ? impl->procs->stop() : Status::ok();
+  Status s = impl->procs->stop();
   impl->procs.reset();
   return s;
 }

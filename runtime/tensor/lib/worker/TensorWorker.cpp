@@ -7,7 +7,6 @@
 #include "monarch/runtime/util/Log.h"
 #include "monarch/tensor/Executor.h"
 
-#include <mutex>
 #include <stdexcept>
 
 namespace monarch::tensor {
@@ -86,9 +85,8 @@ private:
     proto::Value value;
     PayloadList payloads;
     encodeValue(event, value, payloads);
-    // Callbacks come from several stream threads; one at a time keeps each
-    // stream's events in order on the link.
-    std::lock_guard<std::mutex> guard(sendMu);
+    // The executor runs its callbacks one at a time (Executor.h), so events
+    // reach the link, and the controller, in the order they happened.
     if (Status s =
             sendToPort(controller, std::move(value), std::move(payloads));
         !s.isOk())
@@ -96,7 +94,6 @@ private:
   }
 
   proto::PortRef controller;
-  std::mutex sendMu;
   std::unique_ptr<Executor> executor;
 };
 
