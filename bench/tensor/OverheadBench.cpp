@@ -206,15 +206,22 @@ void BM_LocalBoxed(benchmark::State &state) {
   state.SetItemsProcessed(state.iterations() * kOps);
 }
 
-void BM_EnginePlan(benchmark::State &state) {
+/// Times `run` of `program` on one executor per iteration (submit time as a
+/// counter), after running `setup` once outside the timed loop.
+void timeEngine(benchmark::State &state, const plan::Program *setup,
+                const plan::Program &program) {
   at::set_num_threads(1);
-  plan::Program program = chainPlan();
   ExecutorOptions options;
   options.rootShape = {{"x", 1}};
   int failures = 0;
   ExecutorCallbacks callbacks;
   callbacks.onFailure = [&](const plan::Failure &) { ++failures; };
   Executor executor(options, callbacks);
+  if (setup && (!executor.run(*setup).isOk() ||
+                !executor.waitIdle(std::chrono::seconds(60)))) {
+    state.SkipWithError("setup failed");
+    return;
+  }
   double submitSeconds = 0;
   for (auto _ : state) {
     auto start = std::chrono::steady_clock::now();
@@ -233,38 +240,15 @@ void BM_EnginePlan(benchmark::State &state) {
   state.SetItemsProcessed(state.iterations() * kOps);
 }
 
+void BM_EnginePlan(benchmark::State &state) {
+  timeEngine(state, nullptr, chainPlan());
+}
+
 /// kOps ops as recording calls of `bodyOps` ops each (state.range(0)); the
 /// recording is defined (and compiled) once, outside the timed loop.
 void BM_EngineRecording(benchmark::State &state) {
-  at::set_num_threads(1);
   auto [setup, calls] = recordingPlans(static_cast<int>(state.range(0)));
-  ExecutorOptions options;
-  options.rootShape = {{"x", 1}};
-  int failures = 0;
-  ExecutorCallbacks callbacks;
-  callbacks.onFailure = [&](const plan::Failure &) { ++failures; };
-  Executor executor(options, callbacks);
-  if (!executor.run(setup).isOk() ||
-      !executor.waitIdle(std::chrono::seconds(60))) {
-    state.SkipWithError("setup failed");
-    return;
-  }
-  double submitSeconds = 0;
-  for (auto _ : state) {
-    auto start = std::chrono::steady_clock::now();
-    Status submitted = executor.run(calls);
-    submitSeconds +=
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-    if (!submitted.isOk() || !executor.waitIdle(std::chrono::seconds(60))) {
-      state.SkipWithError("engine run failed");
-      break;
-    }
-  }
-  if (failures)
-    state.SkipWithError("instructions failed");
-  state.counters["submit_ms"] = submitSeconds * 1e3 / state.iterations();
-  state.SetItemsProcessed(state.iterations() * kOps);
+  timeEngine(state, &setup, calls);
 }
 
 BENCHMARK(BM_LocalLibtorch)

@@ -93,7 +93,8 @@ public:
     std::optional<monarch::Expected<monarch::ValueMesh<Frames>>> out;
     {
       py::gil_scoped_release release;
-      auto r = future.get(std::chrono::milliseconds(std::max<int64_t>(timeoutMs, 0)));
+      auto r = future.get(
+          std::chrono::milliseconds(std::max<int64_t>(timeoutMs, 0)));
       if (r.ok() || future.ready())
         out.emplace(std::move(r));
     }
@@ -120,7 +121,8 @@ public:
     std::optional<monarch::Expected<Frames>> out;
     {
       py::gil_scoped_release release;
-      auto r = future.get(std::chrono::milliseconds(std::max<int64_t>(timeoutMs, 0)));
+      auto r = future.get(
+          std::chrono::milliseconds(std::max<int64_t>(timeoutMs, 0)));
       if (r.ok() || future.ready())
         out.emplace(std::move(r));
     }
@@ -146,6 +148,16 @@ shapeOf(const monarch::mesh::MeshView &view) {
   return out;
 }
 
+/// `mesh` sliced along `dim`; Python's ValueError for a bad slice.
+template <typename Mesh>
+Mesh sliced(const Mesh &mesh, const std::string &dim, int64_t start,
+            int64_t stop, int64_t step) {
+  auto r = mesh.slice(dim, monarch::mesh::Range{start, stop, step});
+  if (!r.ok())
+    throw py::value_error(r.status().message());
+  return std::move(*r);
+}
+
 class PyActors {
 public:
   explicit PyActors(monarch::ActorMesh mesh) : mesh(std::move(mesh)) {}
@@ -159,18 +171,14 @@ public:
 
   PyActors slice(const std::string &dim, int64_t start, int64_t stop,
                  int64_t step) const {
-    auto r = mesh.slice(dim, monarch::mesh::Range{start, stop, step});
-    if (!r.ok())
-      throw py::value_error(r.status().message());
-    return PyActors(std::move(*r));
+    return PyActors(sliced(mesh, dim, start, stop, step));
   }
 
   MeshFuture call(const std::string &method, const py::sequence &frames,
                   int64_t flags) const {
     Frames args = fromPy(frames);
     py::gil_scoped_release release;
-    return MeshFuture(
-        mesh.call<Frames>("call", method, args, flags));
+    return MeshFuture(mesh.call<Frames>("call", method, args, flags));
   }
   OneFuture callOne(const std::string &method, const py::sequence &frames,
                     int64_t flags) const {
@@ -227,10 +235,7 @@ public:
 
   PyProcs slice(const std::string &dim, int64_t start, int64_t stop,
                 int64_t step) const {
-    auto r = mesh.slice(dim, monarch::mesh::Range{start, stop, step});
-    if (!r.ok())
-      throw py::value_error(r.status().message());
-    return PyProcs(std::move(*r), log);
+    return PyProcs(sliced(mesh, dim, start, stop, step), log);
   }
 
   /// Spawns "monarch.PythonActor" on every proc of the view.
@@ -320,8 +325,8 @@ public:
       c["rank"] = ctx.rank;
       c["proc_rank"] = ctx.procRank;
       c["proc_id"] = ctx.procId;
-      py::object made =
-          py::module_::import("monarch._worker").attr("construct")(toPy(frames), c);
+      py::object made = py::module_::import("monarch._worker")
+                            .attr("construct")(toPy(frames), c);
       instance = std::make_unique<py::object>(std::move(made));
     } catch (py::error_already_set &e) {
       throw std::runtime_error(pythonErrorText(e));
@@ -341,8 +346,9 @@ public:
   Frames call(std::string method, Frames frames, int64_t flags) {
     py::gil_scoped_acquire gil;
     try {
-      py::object out = py::module_::import("monarch._worker")
-                           .attr("invoke")(*instance, method, toPy(frames), flags);
+      py::object out =
+          py::module_::import("monarch._worker")
+              .attr("invoke")(*instance, method, toPy(frames), flags);
       return fromPy(py::reinterpret_borrow<py::sequence>(out));
     } catch (py::error_already_set &e) {
       throw std::runtime_error(pythonErrorText(e));

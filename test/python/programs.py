@@ -90,6 +90,17 @@ def _init_deterministic(module: nn.Module, seed: int) -> None:
             p.copy_((torch.arange(p.numel(), dtype=p.dtype).reshape(p.shape) - seed - i) / 17)
 
 
+def forward_pipeline(meshes: List[Any], stages: List[nn.Module], x: Any) -> Any:
+    """The seed's pipeline forward: each stage on its own mesh, the
+    activations moved to the next stage's mesh with to_mesh."""
+    with torch.no_grad():
+        for stage_mesh, stage in zip(meshes, stages):
+            x = x.to_mesh(stage_mesh)
+            with stage_mesh.activate():
+                x = stage(x)
+        return x
+
+
 def pipeline(backend: str) -> List[Any]:
     remote_mesh = _spawn(backend, {"host": 2, "gpu": 2})
     pipeline_mesh = remote_mesh.rename(host="pp")
@@ -104,17 +115,9 @@ def pipeline(backend: str) -> List[Any]:
             _init_deterministic(stage, k)
             stages.append(stage)
 
-    def forward_pipeline(x):
-        with torch.no_grad():
-            for stage_mesh, stage in zip(meshes, stages):
-                x = x.to_mesh(stage_mesh)
-                with stage_mesh.activate():
-                    x = stage(x)
-            return x
-
     with meshes[0].activate():
         inp = torch.arange(12.0).reshape(3, 4) / 12 + meshes[0].rank("gpu")
-    out = forward_pipeline(inp)
+    out = forward_pipeline(meshes, stages, inp)
     values = [monarch.inspect(out, gpu=0), monarch.inspect(out, gpu=1)]
     _release(remote_mesh)
     return values

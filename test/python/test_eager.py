@@ -9,6 +9,7 @@ import torch
 import torch.nn as nn
 
 import monarch
+import programs
 from monarch import fetch_shard
 
 
@@ -243,17 +244,9 @@ def test_pipeline_matches_local(spawn):
                 layers.extend([nn.Linear(4, 4), nn.ReLU()])
             stages.append(nn.Sequential(*layers))
 
-    def forward_pipeline(x):
-        with torch.no_grad():
-            for stage_mesh, stage in zip(meshes, stages):
-                x = x.to_mesh(stage_mesh)
-                with stage_mesh.activate():
-                    x = stage(x)
-            return x
-
     with meshes[0].activate():
         inp = torch.rand(3, 4)
-    out = forward_pipeline(inp)
+    out = programs.forward_pipeline(meshes, stages, inp)
     assert out.mesh.sizes == {"gpu": 2}
     for g in range(2):
         # the same stages, run locally with the weights of this gpu column

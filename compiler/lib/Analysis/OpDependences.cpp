@@ -64,6 +64,25 @@ std::string communicatorKey(Operation *op, const DependenceOptions &options) {
   return key;
 }
 
+SmallVector<Operation *> schedulableOps(Block &block) {
+  SmallVector<Operation *> ops;
+  for (Operation &op : block)
+    if (!(op.hasTrait<OpTrait::IsTerminator>() && &op == &block.back()))
+      ops.push_back(&op);
+  return ops;
+}
+
+void applyOrder(Block &block, ArrayRef<Operation *> order) {
+  Operation *terminator =
+      !block.empty() && block.back().hasTrait<OpTrait::IsTerminator>()
+          ? &block.back()
+          : nullptr;
+  for (Operation *op : order)
+    op->moveBefore(&block, block.end());
+  if (terminator)
+    terminator->moveBefore(&block, block.end());
+}
+
 void forEachDependence(Block &block, ArrayRef<Operation *> ops,
                        const DependenceOptions &options,
                        llvm::function_ref<void(unsigned, unsigned)> edge) {

@@ -80,15 +80,9 @@ public:
 
   /// Returns a message when the block is not a pipeline (left unchanged).
   std::string run() {
-    Operation *terminator = nullptr;
-    for (Operation &op : block) {
-      if (op.hasTrait<OpTrait::IsTerminator>() && &op == &block.back()) {
-        terminator = &op;
-        break;
-      }
-      index[&op] = ops.size();
-      ops.push_back(&op);
-    }
+    ops = schedulableOps(block);
+    for (unsigned i = 0; i < ops.size(); ++i)
+      index[ops[i]] = i;
     if (std::string why = findStages(); !why.empty())
       return why;
     assignUnits();
@@ -96,10 +90,7 @@ public:
     SmallVector<Operation *> order = schedule();
     if (order.size() != ops.size())
       return "dependency cycle (internal error)";
-    for (Operation *op : order)
-      op->moveBefore(&block, block.end());
-    if (terminator)
-      terminator->moveBefore(&block, block.end());
+    applyOrder(block, order);
     return "";
   }
 

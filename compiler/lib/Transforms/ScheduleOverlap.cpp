@@ -41,23 +41,15 @@ public:
       : block(block), model(model), maxInFlight(maxInFlight) {}
 
   void run() {
-    Operation *terminator = nullptr;
-    for (Operation &op : block) {
-      if (op.hasTrait<OpTrait::IsTerminator>() && &op == &block.back()) {
-        terminator = &op;
-        break;
-      }
-      index[&op] = nodes.size();
-      nodes.push_back({&op});
+    for (Operation *op : schedulableOps(block)) {
+      index[op] = nodes.size();
+      nodes.push_back({op});
     }
     buildEdges();
     SmallVector<Operation *> order = schedule();
     if (order.size() != nodes.size())
       return; // A cycle cannot happen with edges from program order only.
-    for (Operation *op : order)
-      op->moveBefore(&block, block.end());
-    if (terminator)
-      terminator->moveBefore(&block, block.end());
+    applyOrder(block, order);
   }
 
 private:

@@ -68,20 +68,6 @@ struct CudaHarness : Harness {
   }
 };
 
-plan::Instruction &callFn(PlanBuilder &b, int64_t stream,
-                          const std::string &name,
-                          std::vector<plan::Value> args = {},
-                          std::vector<int64_t> results = {}) {
-  auto &inst = b.add(0, stream);
-  auto *c = inst.mutable_call_function();
-  c->set_name(name);
-  for (auto &a : args)
-    *c->add_args() = a;
-  for (int64_t r : results)
-    c->add_results(r);
-  return inst;
-}
-
 // The current CUDA stream and device of the calling stream thread, through
 // c10's device-generic guard (no CUDA headers needed here).
 RegisterFunction currentStream("cuda_test.current_stream", [](const auto &) {

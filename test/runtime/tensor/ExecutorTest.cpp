@@ -352,20 +352,6 @@ RegisterFunction
       return std::vector<at::Tensor>{};
     });
 
-plan::Instruction &callFn(PlanBuilder &b, int64_t stream,
-                          const std::string &name,
-                          std::vector<plan::Value> args = {},
-                          std::vector<int64_t> results = {}) {
-  auto &inst = b.add(0, stream);
-  auto *c = inst.mutable_call_function();
-  c->set_name(name);
-  for (auto &a : args)
-    *c->add_args() = a;
-  for (int64_t r : results)
-    c->add_results(r);
-  return inst;
-}
-
 TEST(Streams, DifferentStreamsRunConcurrently) {
   PlanBuilder b({{"x", 1}});
   int64_t s1 = b.stream("side");

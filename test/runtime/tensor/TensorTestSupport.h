@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace monarch::tensor::testing {
@@ -32,6 +33,21 @@ inline plan::Value constant(const at::Tensor &t) {
   plan::DType dt = c.scalar_type() == at::kLong ? plan::INT64 : plan::FLOAT32;
   return val::tensor(dt, c.sizes().vec(), c.data_ptr(),
                      c.numel() * c.element_size());
+}
+
+/// A call_function of `name` on the root mesh and `stream`.
+inline plan::Instruction &callFn(PlanBuilder &b, int64_t stream,
+                                 const std::string &name,
+                                 std::vector<plan::Value> args = {},
+                                 std::vector<int64_t> results = {}) {
+  auto &inst = b.add(0, stream);
+  auto *c = inst.mutable_call_function();
+  c->set_name(name);
+  for (auto &a : args)
+    *c->add_args() = a;
+  for (int64_t r : results)
+    c->add_results(r);
+  return inst;
 }
 
 /// A borrow_create of `input` (owned by stream `from`) onto stream `to` on

@@ -21,6 +21,7 @@
 #include "mlir/IR/Block.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/STLFunctionalExtras.h"
+#include "llvm/ADT/SmallVector.h"
 
 #include <string>
 
@@ -36,6 +37,14 @@ struct DependenceOptions {
 /// stream and reduced dims; "to_mesh" for transfers when they are ordered.
 std::string communicatorKey(mlir::Operation *op,
                             const DependenceOptions &options = {});
+
+/// The ops of `block` a scheduler reorders: all of them in program order,
+/// the terminator excluded.
+llvm::SmallVector<mlir::Operation *> schedulableOps(mlir::Block &block);
+
+/// Puts `order` (a permutation of schedulableOps(block)) into the block in
+/// that order, the terminator last.
+void applyOrder(mlir::Block &block, llvm::ArrayRef<mlir::Operation *> order);
 
 /// Calls `edge(from, to)`, `from < to` being positions in `ops` (the ops of
 /// `block` in program order, terminator excluded), once per constraint
