@@ -7,9 +7,13 @@
 # Plans for the DDP and calibration runs are compiled on a machine with the
 # compiler first (the GPU build has none):
 #   for r in 4 8; do /usr/bin/python3 bench/passes/ddp_overlap.py --monarch-opt build/bin/monarch-opt \
-#       --ranks $r --layers 8 --hidden 512 --batch 128 --steps 3 --write-plans bench/passes/plans/ddp$r; done
+#       --ranks $r --layers 8 --hidden 512 --batch 128 --steps 6 --warmup 1 \
+#       --write-plans bench/passes/plans/ddp$r; done
 #   /usr/bin/python3 bench/passes/calibrate.py --monarch-opt build/bin/monarch-opt --ranks 4 \
 #       --write-plan bench/passes/plans/probe4.plan
+#   PYTHONPATH=build/python /usr/bin/python3 bench/pipeline/job_plans.py prepare bench/pipeline/plans
+# (carry bench/passes/plans and bench/pipeline/plans too). The pipeline jobs'
+# outputs and traces come back in $OUT; `job_plans.py report` analyses them.
 # Every figure goes to $OUT/bench-*.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,8 +40,18 @@ for r in 4 8; do
   plans=bench/passes/plans/ddp$r
   [ -f $plans/naive.plan ] && run ddp$r python3 bench/passes/ddp_overlap.py \
     --monarch-run $bin/monarch-run --plans $plans --ranks $r --layers 8 --hidden 512 \
-    --batch 128 --steps 3 --reps ${DDP_REPS:-3}
+    --batch 128 --steps 6 --warmup 1 --reps ${DDP_REPS:-3}
 done
+# The pipeline job: each plan run once, its losses and trace kept for the report.
+if [ -d bench/pipeline/plans ] && { [ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY " == *" pipeline "* ]]; }; then
+  for d in bench/pipeline/plans/*/; do
+    n=$(basename "$d")
+    { uptime; timeout 300 $bin/monarch-run "$d/job.plan" --trace "$out/$n.trace.json" \
+        > "$out/$n.stdout" 2> "$out/$n.stderr"; echo "exit $?"; uptime; } > "$out/bench-pipeline-$n.txt" 2>&1
+    echo "=== pipeline $n: $(grep -c '^fetch' "$out/$n.stdout") losses, $(grep exit "$out/bench-pipeline-$n.txt")"
+    tail -n 3 "$out/$n.stderr"
+  done
+fi
 if [ -x $bin/tensor-allreduce-bench ]; then
   for i in 1 2; do run allreduce $bin/tensor-allreduce-bench --ranks 4 --iters 20; done
 fi

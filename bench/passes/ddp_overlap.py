@@ -13,7 +13,7 @@ instruction end of the slowest rank, divided by the steps).
         --ranks 2 --layers 8 --hidden 512 --batch 64 --steps 4 --reps 5
 
 Where monarch-run is built without the compiler (the GPU machine), compile
-the two plans elsewhere with --write-plans DIR (uses monarch-opt) and run them
+the plans elsewhere with --write-plans DIR (uses monarch-opt) and run them
 there with --plans DIR.
 """
 import argparse
@@ -108,16 +108,22 @@ def program(ranks: int, layers: int, hidden: int, batch: int, steps: int,
     return "\n".join(lines) + "\n"
 
 
-def write_plans(monarch_opt: str, mlir: str, out_dir: str) -> None:
+FORMS = (("naive", []), ("optimized", ["--monarch-default-pipeline"]))
+
+
+def write_plans(monarch_opt: str, mlirs: dict, out_dir: str) -> None:
+    """`mlirs`: plan-name suffix ("" or "-warmup") -> program."""
     os.makedirs(out_dir, exist_ok=True)
-    for name, passes in (("naive", []), ("optimized", ["--monarch-default-pipeline"])):
-        out = os.path.join(out_dir, name + ".plan")
-        subprocess.run([monarch_opt, mlir, "--canonicalize", "--monarch-resolve-mesh-views",
-                        *passes, f"--monarch-emit-plan=output={out}", "-o", "/dev/null"],
-                       check=True)
+    for suffix, mlir in mlirs.items():
+        for name, passes in FORMS:
+            out = os.path.join(out_dir, name + suffix + ".plan")
+            subprocess.run([monarch_opt, mlir, "--canonicalize", "--monarch-resolve-mesh-views",
+                            *passes, f"--monarch-emit-plan=output={out}", "-o", "/dev/null"],
+                           check=True)
 
 
-def step_time(monarch_run: str, program: str, optimize: bool, steps: int, tmp: str) -> float:
+def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str) -> float:
+    """First instruction start to last instruction end of the slowest rank."""
     trace = os.path.join(tmp, "trace.json")
     cmd = [monarch_run, program, "--trace", trace]
     if program.endswith(".mlir") and not optimize:
@@ -131,7 +137,17 @@ def step_time(monarch_run: str, program: str, optimize: bool, steps: int, tmp: s
     for e in events:
         lo, hi = spans.get(e["pid"], (float("inf"), 0.0))
         spans[e["pid"]] = (min(lo, e["ts"]), max(hi, e["ts"] + e["dur"]))
-    return max(hi - lo for lo, hi in spans.values()) / steps / 1e3  # ms
+    return max(hi - lo for lo, hi in spans.values()) / 1e3
+
+
+def step_time(monarch_run: str, programs: dict, optimize: bool, steps: int, tmp: str) -> float:
+    """Steady-state ms per step: the span of warm-up + `steps` steps minus that
+    of the warm-up alone (connection set-up, first-touch allocations), over
+    `steps`. Without a warm-up program, the whole span over `steps`."""
+    total = span_ms(monarch_run, programs[""], optimize, tmp)
+    if "-warmup" not in programs:
+        return total / steps
+    return (total - span_ms(monarch_run, programs["-warmup"], optimize, tmp)) / steps
 
 
 def simulate(monarch_opt: str, mlir: str, profile: str, optimize: bool) -> dict:
@@ -174,7 +190,9 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--steps", type=int, default=4, help="measured steps")
+    p.add_argument("--warmup", type=int, default=1,
+                   help="steps run before the measured ones and subtracted (0: none)")
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--monarch-opt", default="build/bin/monarch-opt")
     p.add_argument("--write-plans", metavar="DIR", help="only compile naive/optimized.plan")
@@ -189,21 +207,30 @@ def main() -> None:
             simulated_table(a, tmp)
         return
     with tempfile.TemporaryDirectory(prefix="monarch-ddp-") as tmp:
-        mlir = os.path.join(tmp, "ddp.mlir")
-        with open(mlir, "w") as f:
-            f.write(program(a.ranks, a.layers, a.hidden, a.batch, a.steps))
+        mlirs = {}
+        for suffix, steps in (("", a.warmup + a.steps), ("-warmup", a.warmup)):
+            if steps == 0:
+                continue
+            mlirs[suffix] = os.path.join(tmp, f"ddp{suffix}.mlir")
+            with open(mlirs[suffix], "w") as f:
+                f.write(program(a.ranks, a.layers, a.hidden, a.batch, steps))
         if a.write_plans:
-            write_plans(a.monarch_opt, mlir, a.write_plans)
+            write_plans(a.monarch_opt, mlirs, a.write_plans)
             return
-        first = os.path.join(a.plans, "naive.plan") if a.plans else mlir
-        second = os.path.join(a.plans, "optimized.plan") if a.plans else mlir
+        if a.plans:
+            first = {s: os.path.join(a.plans, f"naive{s}.plan") for s in mlirs}
+            second = {s: os.path.join(a.plans, f"optimized{s}.plan") for s in mlirs}
+        else:
+            first = second = mlirs
         naive, optimized = [], []
         for _ in range(a.reps):  # interleaved, so drifting load hits both
             naive.append(step_time(a.monarch_run, first, False, a.steps, tmp))
             optimized.append(step_time(a.monarch_run, second, True, a.steps, tmp))
     n, o = statistics.median(naive), statistics.median(optimized)
+    ratios = sorted(x / y for x, y in zip(naive, optimized))
     print(f"DDP {a.layers} layers {a.hidden}x{a.hidden}, batch {a.batch}, dp={a.ranks}, "
-          f"{a.steps} steps, median of {a.reps}")
+          f"{a.steps} steps after {a.warmup} warm-up, median of {a.reps}; per-run speed-ups "
+          f"{' '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f}x)")
     print(f"| naive (as written) | optimized (default pipeline) | speed-up |")
     print(f"|---|---|---|")
     print(f"| {n:.2f} ms/step | {o:.2f} ms/step | {n / o:.2f}x |")

@@ -23,6 +23,7 @@ microbatch 0's forward while stage 0 runs microbatch 1's.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, List, Optional
@@ -46,34 +47,69 @@ class Config:
     lr: float = 0.05
     steps: int = 20
     schedule: str = "gpipe"   # issue order: "gpipe" or "1f1b"
+    # MLP only: the inner width of each block (x + fc2(tanh(fc1(x))), fc1
+    # hidden -> width), so blocks differ in cost. None: pp * layers_per_stage
+    # blocks x + tanh(fc(x)).
+    widths: Optional[List[int]] = None
+    # Blocks per stage (sums to the number of blocks). None: even when the
+    # blocks are alike, else chosen by the cost model (partition.py).
+    partition: Optional[List[int]] = None
+    device: str = "cpu"       # where parameters and data live ("cuda": the GPU)
 
     def shape(self) -> dict:
         return {"pp": self.pp, "dp": self.dp}
+
+    def num_layers(self) -> int:
+        return len(self.widths) if self.widths else self.pp * self.layers_per_stage
+
+    def stage_layers(self) -> List[range]:
+        """The block indices of each stage."""
+        sizes = self.partition
+        if sizes is None:
+            if self.widths:
+                raise ValueError("blocks of different widths need a partition: "
+                                 "pass one or use partition.choose_partition")
+            sizes = [self.layers_per_stage] * self.pp
+        if len(sizes) != self.pp or sum(sizes) != self.num_layers() or min(sizes) < 1:
+            raise ValueError(f"partition {sizes} does not split {self.num_layers()} "
+                             f"blocks into {self.pp} non-empty stages")
+        starts = [sum(sizes[:i]) for i in range(self.pp)]
+        return [range(b, b + n) for b, n in zip(starts, sizes)]
 
 
 # -- the model ---------------------------------------------------------------------------
 
 class MLPBlock(nn.Module):
-    def __init__(self, h: int):
+    def __init__(self, h: int, device: str = "cpu"):
         super().__init__()
-        self.fc = nn.Linear(h, h)
+        self.fc = nn.Linear(h, h, device=device)
 
     def forward(self, x):
         return x + torch.tanh(self.fc(x))
 
 
+class WideMLPBlock(nn.Module):
+    def __init__(self, h: int, width: int, device: str = "cpu"):
+        super().__init__()
+        self.fc1 = nn.Linear(h, width, device=device)
+        self.fc2 = nn.Linear(width, h, device=device)
+
+    def forward(self, x):
+        return x + self.fc2(torch.tanh(self.fc1(x)))
+
+
 class TransformerBlock(nn.Module):
     """Pre-norm self-attention + MLP on [rows, seq, hidden]."""
 
-    def __init__(self, h: int, heads: int):
+    def __init__(self, h: int, heads: int, device: str = "cpu"):
         super().__init__()
         self.heads = heads
-        self.ln1 = nn.LayerNorm(h)
-        self.qkv = nn.Linear(h, 3 * h)
-        self.proj = nn.Linear(h, h)
-        self.ln2 = nn.LayerNorm(h)
-        self.fc1 = nn.Linear(h, 2 * h)
-        self.fc2 = nn.Linear(2 * h, h)
+        self.ln1 = nn.LayerNorm(h, device=device)
+        self.qkv = nn.Linear(h, 3 * h, device=device)
+        self.proj = nn.Linear(h, h, device=device)
+        self.ln2 = nn.LayerNorm(h, device=device)
+        self.fc1 = nn.Linear(h, 2 * h, device=device)
+        self.fc2 = nn.Linear(2 * h, h, device=device)
 
     def forward(self, x):
         b, s, h = x.shape
@@ -88,19 +124,26 @@ class TransformerBlock(nn.Module):
         return x + self.fc2(torch.tanh(self.fc1(self.ln2(x))))
 
 
-def make_stage(cfg: Config, stage: int) -> nn.Module:
+def make_block(cfg: Config, layer: int) -> nn.Module:
+    """Block ``layer`` of the model, initialised from its index alone, so any
+    partition into stages builds the same model."""
+    dev = cfg.device
     if cfg.model == "mlp":
-        blocks = [MLPBlock(cfg.hidden) for _ in range(cfg.layers_per_stage)]
+        block = (WideMLPBlock(cfg.hidden, cfg.widths[layer], dev) if cfg.widths
+                 else MLPBlock(cfg.hidden, dev))
     elif cfg.model == "transformer":
-        blocks = [TransformerBlock(cfg.hidden, cfg.heads) for _ in range(cfg.layers_per_stage)]
+        block = TransformerBlock(cfg.hidden, cfg.heads, dev)
     else:
         raise ValueError(f"unknown model {cfg.model!r}")
-    module = nn.Sequential(*blocks)
-    init_deterministic(module, stage)
-    return module
+    init_deterministic(block, layer)
+    return block
 
 
-def init_deterministic(module: nn.Module, stage: int) -> None:
+def make_stage(cfg: Config, stage: int) -> nn.Module:
+    return nn.Sequential(*[make_block(cfg, j) for j in cfg.stage_layers()[stage]])
+
+
+def init_deterministic(module: nn.Module, layer: int) -> None:
     """Seeded-looking init of every Linear from deterministic ops (workers share
     no torch seed); LayerNorm keeps its (deterministic) ones/zeros."""
     with torch.no_grad():
@@ -111,7 +154,7 @@ def init_deterministic(module: nn.Module, stage: int) -> None:
             for p in (m.weight, m.bias):
                 n = p.numel()
                 scale = 1.0 / math.sqrt(m.in_features)
-                phase = 0.7 * stage + 0.31 * i
+                phase = 0.7 * layer + 0.31 * i
                 v = torch.sin(torch.arange(n, dtype=torch.float32) * 2.39996 + phase) * scale
                 p.copy_(v.reshape(p.shape))
                 i += 1
@@ -127,7 +170,7 @@ def make_batch(cfg: Config, step: int, dp_rank: Any):
     shape = batch_shape(cfg, cfg.batch)
     n = math.prod(shape)
     k = step % 4
-    base = torch.arange(n, dtype=torch.float32).reshape(shape)
+    base = torch.arange(n, dtype=torch.float32, device=cfg.device).reshape(shape)
     x = torch.sin(base * 0.013 + (dp_rank * 1.7 + k * 0.9))
     y = torch.cos(base * 0.021 + (dp_rank * 0.6 + k * 1.3)) * 0.5
     return x, y
@@ -300,7 +343,8 @@ def program(cfg: Config, backend: Optional[str] = None) -> List[Any]:
 
 def reference(cfg: Config) -> List[float]:
     """The same model, data and optimizer in one process of plain torch: the
-    full batch (all dp replicas) at once, no microbatches."""
+    full batch (all dp replicas) at once, no microbatches, on the CPU."""
+    cfg = dataclasses.replace(cfg, device="cpu")
     stages = [make_stage(cfg, i) for i in range(cfg.pp)]
     params = [p for s in stages for p in s.parameters()]
     opt = Optimizer(cfg, params)

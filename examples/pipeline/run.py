@@ -7,6 +7,7 @@ bubble measured from the monarch-run trace vs the theoretical (p-1)/(m+p-1)).
         [--pp 2 --dp 2 --microbatches 4 --batch 16 --hidden 32 --layers 2]
         [--model mlp|transformer] [--optimizer sgd|adam] [--schedule gpipe|1f1b]
         [--pass-schedule none|gpipe|1f1b] [--out DIR] [--eager] [--reference]
+        [--widths 32,32,256,... --partition auto|N,N,...] [--device cpu|cuda] [--no-run]
 
 See docs/pipeline.md.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import json
 import os
 import re
@@ -82,13 +84,19 @@ def run_job(plan_path: str, trace_path: Optional[str], runner: str,
     wall = time.monotonic() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"monarch-run failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    losses, ids = parse_losses(proc.stdout)
+    return losses, ids, wall, cmd
+
+
+def parse_losses(stdout: str) -> Tuple[List[float], List[int]]:
+    """The fetched losses and their fetch instruction ids from monarch-run's output."""
     losses, ids = [], []
-    for line in proc.stdout.splitlines():
+    for line in stdout.splitlines():
         m = FETCH_RE.match(line)
         if m:
             ids.append(int(m.group(1)))
             losses.append(float(m.group(4)))
-    return losses, ids, wall, cmd
+    return losses, ids
 
 
 # -- the trace ---------------------------------------------------------------------------
@@ -323,12 +331,33 @@ def run_eager(cfg: model.Config, backend: str = "c") -> Tuple[List[float], float
 
 # -- main -------------------------------------------------------------------------------
 
+def _ints(text: Optional[str]) -> Optional[List[int]]:
+    return [int(v) for v in text.split(",")] if text else None
+
+
 def config_from_args(a: argparse.Namespace) -> model.Config:
     return model.Config(pp=a.pp, dp=a.dp, microbatches=a.microbatches, batch=a.batch,
                         hidden=a.hidden, layers_per_stage=a.layers, model=a.model,
                         optimizer=a.optimizer, lr=a.lr if a.lr is not None else
                         (0.005 if a.optimizer == "adam" else 0.05),
-                        steps=a.steps, schedule=a.schedule)
+                        steps=a.steps, schedule=a.schedule, widths=_ints(a.widths),
+                        partition=None if a.partition == "auto" else _ints(a.partition),
+                        device=a.device)
+
+
+def partition_job(cfg: model.Config, opt: str, profile: Optional[str] = None) -> model.Config:
+    """Fixes ``cfg.partition``: the user's, or the cost model's for blocks of
+    different widths (partition.py); prints the predicted stage times."""
+    if cfg.partition is not None or not cfg.widths:
+        return cfg
+    import partition
+
+    sizes, costs = partition.choose_partition(cfg, opt, profile=profile)
+    stage = partition.stage_costs(costs, sizes)
+    print(f"partition by the cost model: blocks per stage {sizes} (block costs "
+          + ", ".join(f"{c * 1e6:.1f}" for c in costs) + " us; predicted stage times "
+          + ", ".join(f"{c * 1e6:.1f}" for c in stage) + " us per microbatch)")
+    return dataclasses.replace(cfg, partition=sizes)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -339,6 +368,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--batch", type=int, default=16, help="rows per dp replica per step")
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--layers", type=int, default=2, help="blocks per stage")
+    p.add_argument("--widths", default=None,
+                   help="MLP: inner width of each block, comma-separated (blocks of "
+                        "different cost)")
+    p.add_argument("--partition", default="auto",
+                   help="blocks per stage, comma-separated, or 'auto' (even, or by the "
+                        "cost model when --widths differ)")
+    p.add_argument("--cost-profile", default=None,
+                   help="JSON cost profile for the partitioner (default: the device's)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (parameters and data)")
+    p.add_argument("--no-run", action="store_true",
+                   help="trace and compile only (e.g. a plan for another machine)")
     p.add_argument("--model", choices=["mlp", "transformer"], default="mlp")
     p.add_argument("--optimizer", choices=["sgd", "adam"], default="sgd")
     p.add_argument("--lr", type=float, default=None)
@@ -359,22 +399,29 @@ def main(argv: Optional[List[str]] = None) -> int:
     plan = os.path.join(a.out, "job.plan")
     trace = os.path.join(a.out, "job.trace.json")
 
+    opt = find_tool("monarch-opt", "MONARCH_OPT")
+    cfg = partition_job(cfg, opt, a.cost_profile)
     t0 = time.monotonic()
     text = trace_job(cfg)
     with open(mlir, "w") as f:
         f.write(text)
     t1 = time.monotonic()
-    opt = find_tool("monarch-opt", "MONARCH_OPT")
-    runner = find_tool("monarch-run", "MONARCH_RUN")
     compile_job(mlir, plan, opt, a.pass_schedule, a.pipeline_options)
     t2 = time.monotonic()
     n_ops = sum(1 for line in text.splitlines() if "monarch." in line)
-    print(f"model {cfg.model} ({cfg.layers_per_stage} blocks/stage, hidden {cfg.hidden}), "
+    sizes = [len(r) for r in cfg.stage_layers()]
+    blocks = (f"{sizes[0]} blocks/stage" if len(set(sizes)) == 1 and not cfg.widths
+              else "blocks per stage " + "/".join(map(str, sizes)))
+    where = "" if cfg.device == "cpu" else f", {cfg.device}"
+    print(f"model {cfg.model} ({blocks}, hidden {cfg.hidden}{where}), "
           f"mesh pp={cfg.pp} x dp={cfg.dp}, {cfg.microbatches} microbatches of "
           f"{cfg.batch // cfg.microbatches} rows, {cfg.optimizer}, {cfg.steps} steps, "
           f"schedule {cfg.schedule}" + (f" + pass {a.pass_schedule}" if a.pass_schedule != "none"
                                          else ""))
     print(f"traced {n_ops} ops in {t1 - t0:.2f} s -> {mlir}; compiled in {t2 - t1:.2f} s -> {plan}")
+    if a.no_run:
+        return 0
+    runner = find_tool("monarch-run", "MONARCH_RUN")
     losses, ids, wall, cmd = run_job(plan, trace, runner)
     print(f"ran: {' '.join(cmd)}  ({wall:.2f} s with worker start-up)")
     for s, l in enumerate(losses):

@@ -142,3 +142,52 @@ def test_run_py_prints_losses_and_summary(tmp_path, capsys):
     assert "step   2  loss" in out
     assert "pipeline bubble" in out and "theory (p-1)/(m+p-1) = 0.200" in out
     assert "(OK, tolerance 1e-4)" in out
+
+
+# -- stage partitioning by the cost model ------------------------------------------------
+
+def test_balanced_partition_minimises_the_slowest_stage():
+    import itertools
+
+    import partition
+
+    costs = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0]
+    for stages in range(1, 5):
+        sizes = partition.balanced_partition(costs, stages)
+        assert sum(sizes) == len(costs) and len(sizes) == stages and min(sizes) >= 1
+        best = min(
+            max(partition.stage_costs(costs, [b - a for a, b in
+                                              zip((0,) + cuts, cuts + (len(costs),))]))
+            for cuts in itertools.combinations(range(1, len(costs)), stages - 1))
+        assert max(partition.stage_costs(costs, sizes)) == best
+    with pytest.raises(ValueError, match="cannot split 2 blocks into 3"):
+        partition.balanced_partition([1.0, 1.0], 3)
+
+
+def test_bad_partition_is_refused():
+    cfg = model.Config(pp=2, widths=[8, 8, 8], partition=[3, 1])
+    with pytest.raises(ValueError, match="does not split 3 blocks into 2"):
+        cfg.stage_layers()
+    with pytest.raises(ValueError, match="need a partition"):
+        model.Config(pp=2, widths=[8, 8]).stage_layers()
+
+
+def test_cost_model_partition_balances_wide_blocks_and_keeps_losses(tmp_path):
+    """Five narrow blocks then three wide ones: the cost model gives the wide
+    ones their own stage (an even split would put 3 of them with one narrow
+    block); the compiled job on that partition still matches the reference."""
+    import dataclasses
+
+    import partition
+
+    opt, _ = _tools()
+    cfg = model.Config(pp=2, dp=1, hidden=64, batch=16, microbatches=2, steps=3,
+                       widths=[32] * 5 + [1024] * 3)
+    sizes, costs = partition.choose_partition(cfg, opt)
+    assert costs[-1] > 2 * costs[0], costs          # wider blocks cost more
+    assert len(set(costs[:5])) == 1 and len(set(costs[5:])) == 1
+    assert sizes == partition.balanced_partition(costs, 2)
+    assert max(partition.stage_costs(costs, sizes)) < max(partition.stage_costs(costs, [4, 4]))
+    cfg = dataclasses.replace(cfg, partition=sizes)
+    losses, _, _, _ = _compiled_losses(cfg, tmp_path)
+    _check(losses, model.reference(cfg))

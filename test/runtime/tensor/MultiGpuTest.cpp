@@ -4,13 +4,16 @@
 // CUDA tensors: every reduce row through NCCL, to_mesh between GPUs with its
 // copy semantics, and a reduce on a comm stream under a mutable borrow.
 // Values are checked against the same computation in local (CPU) libtorch.
-// Skips unless this machine has at least two GPUs (nvidia-smi -L).
+// Skips unless this machine has at least two GPUs (nvidia-smi -L); the
+// shared-GPU test (two workers on one device) needs one.
 //
 //===----------------------------------------------------------------------===//
 
 #include "WorkerTestSupport.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 
 using namespace monarch::tensor;
 using namespace monarch::tensor::testing;
@@ -128,6 +131,64 @@ TEST(MultiGpu, ReduceOnACommStreamUnderAMutableBorrow) {
         << out.reports[r].failures(0).message();
     EXPECT_TRUE(at::equal(value(out, r, fd), (X(0) + X(1)) * 2));
   }
+}
+
+/// Sets an environment variable for the workers a test starts.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const char *value) : name(name) {
+    if (const char *old = std::getenv(name))
+      previous = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (previous)
+      ::setenv(name, previous->c_str(), 1);
+    else
+      ::unsetenv(name);
+  }
+
+private:
+  const char *name;
+  std::optional<std::string> previous;
+};
+
+// Two workers on one GPU (the pipeline job on a one-GPU machine): NCCL
+// refuses such a communicator, so CUDA collectives and to_mesh go through
+// Gloo on host copies, and their results are CUDA tensors again.
+TEST(SharedGpu, ReduceAndToMeshOfCudaTensorsStagedThroughTheHost) {
+  REQUIRE_GPUS(1);
+  ScopedEnv oneGpu("CUDA_VISIBLE_DEVICES", "0");
+  PlanBuilder b({{"gpu", 2}});
+  const auto &root = b.rootView();
+  int64_t gpu0 = b.mesh(root.slice("gpu", 0).value());
+  int64_t gpu1 = b.mesh(root.slice("gpu", 1).value());
+  auto m = meta(plan::FLOAT32, {2, 3});
+  int64_t x = makeCudaX(b);
+  int64_t sum = b.reduce(0, x, m, {"gpu"}, plan::SUM);
+  int64_t stack = b.reduce(0, x, m, {"gpu"}, plan::STACK);
+  // A CUDA operand: adding a CPU tensor of this shape would fail.
+  int64_t onCuda =
+      b.op(0, "aten::add", "Tensor", {val::ref(sum), val::ref(x)}, 1);
+  int64_t fsum = b.fetch(0, sum), fstack = b.fetch(0, stack);
+  int64_t fcuda = b.fetch(0, onCuda);
+  int64_t y = b.send(gpu0, gpu1, x, m);
+  b.op(gpu0, "aten::add_", "Scalar", {val::ref(x), val::scalar(100)}, 0);
+  int64_t fy = b.fetch(
+      gpu1, b.op(gpu1, "aten::add", "Tensor", {val::ref(y), val::ref(x)}, 1));
+  Outcome out = runOk(b);
+  for (int r = 0; r < 2; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(out.reports[r].failures_size(), 0)
+        << out.reports[r].failures(0).message();
+  }
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(at::equal(value(out, r, fsum), X(0) + X(1)));
+    EXPECT_TRUE(at::equal(value(out, r, fstack), at::stack({X(0), X(1)})));
+    EXPECT_TRUE(at::equal(value(out, r, fcuda), X(0) + X(1) + X(r)));
+  }
+  // Rank 1 received rank 0's x before the in-place change.
+  EXPECT_TRUE(at::equal(value(out, 1, fy), X(0) + X(1)));
 }
 
 } // namespace

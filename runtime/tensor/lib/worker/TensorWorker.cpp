@@ -29,10 +29,11 @@ public:
       gloo.timeout = options.timeout;
       options.collectives = makeGlooBackend(store, gloo);
       // CUDA tensors go through NCCL when this build has it and a GPU
-      // exists; it rendezvouses through the same store under its own key
-      // prefix (monarch/nccl/...).
+      // exists (through Gloo on host copies where workers share a GPU); it
+      // rendezvouses through the same store under its own key prefixes.
       if (ncclAvailable())
-        options.cudaCollectives = makeNcclBackend(store, options.timeout);
+        options.cudaCollectives =
+            makeCudaBackend(store, options.collectives, options.timeout);
     }
     int64_t rank = options.rank;
     auto report = [this, rank](plan::WorkerEvent event) {

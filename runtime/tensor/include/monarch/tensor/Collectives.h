@@ -160,6 +160,15 @@ std::shared_ptr<CollectiveBackend>
 makeNcclBackend(std::shared_ptr<Store> store,
                 std::chrono::milliseconds timeout);
 
+/// The backend for CUDA tensors: per communicator, NCCL when every member
+/// has a GPU of its own, else `host` on host copies of the buffers (NCCL
+/// refuses two members on one device; workers sharing a GPU still work).
+/// Null when built without CUDA/NCCL.
+std::shared_ptr<CollectiveBackend>
+makeCudaBackend(std::shared_ptr<Store> store,
+                std::shared_ptr<CollectiveBackend> host,
+                std::chrono::milliseconds timeout);
+
 } // namespace monarch::tensor
 
 #endif // MONARCH_TENSOR_COLLECTIVES_H
