@@ -13,7 +13,8 @@
 #       --write-plan bench/passes/plans/probe4.plan
 #   PYTHONPATH=build/python /usr/bin/python3 bench/pipeline/job_plans.py prepare bench/pipeline/plans
 # (carry bench/passes/plans and bench/pipeline/plans too). The pipeline jobs'
-# outputs and traces come back in $OUT; `job_plans.py report` analyses them.
+# outputs and traces come back in $OUT/pipeline-results.tar.gz; unpack it and
+# `job_plans.py report bench/pipeline/plans DIR` analyses them.
 # Every figure goes to $OUT/bench-*.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -51,6 +52,9 @@ if [ -d bench/pipeline/plans ] && { [ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY
     echo "=== pipeline $n: $(grep -c '^fetch' "$out/$n.stdout") losses, $(grep exit "$out/bench-pipeline-$n.txt")"
     tail -n 3 "$out/$n.stderr"
   done
+  # One file back ($OUT returns few files): outputs and traces together.
+  (cd "$out" && tar czf pipeline-results.tar.gz *.stdout *.stderr *.trace.json bench-pipeline-*.txt \
+     && rm -f *.stdout *.stderr *.trace.json bench-pipeline-*.txt)
 fi
 if [ -x $bin/tensor-allreduce-bench ]; then
   for i in 1 2; do run allreduce $bin/tensor-allreduce-bench --ranks 4 --iters 20; done

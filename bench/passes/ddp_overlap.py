@@ -122,6 +122,9 @@ def write_plans(monarch_opt: str, mlirs: dict, out_dir: str) -> None:
                            check=True)
 
 
+BIND_CORES = False  # --bind: each worker pinned to its share of the cores
+
+
 def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str) -> float:
     """First instruction start to last instruction end of the slowest rank."""
     trace = os.path.join(tmp, "trace.json")
@@ -129,6 +132,8 @@ def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str) -> float:
     if program.endswith(".mlir") and not optimize:
         cmd.append("--no-optimize")
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    if BIND_CORES:
+        env["MONARCH_BIND_CORES"] = "1"
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
@@ -191,6 +196,8 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=4, help="measured steps")
+    p.add_argument("--bind", action="store_true",
+                   help="pin each worker to its share of the cores (MONARCH_BIND_CORES=1)")
     p.add_argument("--warmup", type=int, default=1,
                    help="steps run before the measured ones and subtracted (0: none)")
     p.add_argument("--reps", type=int, default=5)
@@ -202,6 +209,8 @@ def main() -> None:
     p.add_argument("--batches", type=int, nargs="+", default=[16, 128],
                    help="with --simulate: the batch sizes to compare")
     a = p.parse_args()
+    global BIND_CORES
+    BIND_CORES = a.bind
     if a.simulate:
         with tempfile.TemporaryDirectory(prefix="monarch-ddp-") as tmp:
             simulated_table(a, tmp)
@@ -229,7 +238,7 @@ def main() -> None:
     n, o = statistics.median(naive), statistics.median(optimized)
     ratios = sorted(x / y for x, y in zip(naive, optimized))
     print(f"DDP {a.layers} layers {a.hidden}x{a.hidden}, batch {a.batch}, dp={a.ranks}, "
-          f"{a.steps} steps after {a.warmup} warm-up, median of {a.reps}; per-run speed-ups "
+          f"{a.steps} steps after {a.warmup} warm-up{', cores bound' if a.bind else ''}, median of {a.reps}; per-run speed-ups "
           f"{' '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f}x)")
     print(f"| naive (as written) | optimized (default pipeline) | speed-up |")
     print(f"|---|---|---|")

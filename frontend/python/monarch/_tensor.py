@@ -188,8 +188,27 @@ class DTensor(torch.Tensor):
         return dispatch(torch.ops.aten.clone.default, (self,), {}, None)
 
 
-def _new_dtensor(fake: torch.Tensor, mesh: Any, stream: Stream) -> DTensor:
-    return DTensor(fake, mesh, _Ref(mesh._session, mesh, stream))
+def _new_dtensor(fake: torch.Tensor, mesh: Any, stream: Stream,
+                 device: Optional[torch.device] = None) -> DTensor:
+    d = DTensor(fake, mesh, _Ref(mesh._session, mesh, stream))
+    d._device = device
+    return d
+
+
+def _intended_device(t: Any) -> Optional[torch.device]:
+    """The device a distributed tensor has on the workers when it differs from
+    its fake's (a CUDA tensor traced on a machine without a GPU); else None."""
+    return getattr(t, "_device", None)
+
+
+# Ops whose device argument torch and autograd fill in from an input tensor
+# (``ones_like(x)`` for a gradient seed): on a machine without a GPU that is
+# the input's CPU fake, so the recorded op takes the input's real device.
+_DEVICE_FROM_INPUT = {
+    "aten::empty_like", "aten::zeros_like", "aten::ones_like", "aten::full_like",
+    "aten::rand_like", "aten::randn_like", "aten::randint_like", "aten::new_empty",
+    "aten::new_empty_strided", "aten::new_zeros", "aten::new_ones", "aten::new_full",
+}
 
 
 # -- active mesh ---------------------------------------------------------------------
@@ -530,6 +549,16 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
 
     by_fake = {id(t._fake): t for t in written}
     results: List[DTensor] = []
+    from_input = next((d for d in map(_intended_device, dts) if d is not None), None)
+    if _device_override is not None:
+        result_device: Optional[torch.device] = _device_override
+    else:
+        explicit = next((x for x in tree_flatten((args, kwargs))[0]
+                         if isinstance(x, torch.device)), None)
+        if explicit is not None and not (name in _DEVICE_FROM_INPUT and explicit.type == "cpu"):
+            result_device = explicit if explicit.type != "cpu" else None
+        else:
+            result_device = from_input
 
     def wrap(o: Any) -> Any:
         if isinstance(o, torch.Tensor):
@@ -539,7 +568,7 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
                 return existing
             if not isinstance(o, FakeTensor):
                 o = _fake_mode.from_tensor(o)
-            d = _new_dtensor(o, mesh, stream)
+            d = _new_dtensor(o, mesh, stream, result_device)
             results.append(d)
             return d
         if isinstance(o, (int, float, bool)) and not isinstance(out, (list, tuple)):
@@ -573,10 +602,13 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
     else:
         wrapped = tree_map(wrap, out)
     args, kwargs = _numbers_to_tensors(schema, args, kwargs, dts)
-    if _device_override is not None:
+    real = _device_override
+    if real is None and name in _DEVICE_FROM_INPUT:
+        real = from_input
+    if real is not None:
         def redevice(x: Any) -> Any:
             if isinstance(x, torch.device) and x.type == "cpu":
-                return _device_override
+                return real
             return x
 
         args, kwargs = tree_map(redevice, (args, kwargs))
@@ -677,7 +709,7 @@ def reduce_tensor(
     else:
         with _fake_mode:
             fake = torch.empty(new_shape, dtype=t.dtype, device=t._fake.device)
-        result = _new_dtensor(fake, mesh, stream)
+        result = _new_dtensor(fake, mesh, stream, _intended_device(t))
     _sink(mesh._session).reduce(t, result, given, reduction, scatter, inplace, out, stream, loc)
     return result
 
@@ -736,7 +768,7 @@ def to_mesh(t: Any, dest: Any, loc: str) -> DTensor:
         fake = torch.empty_strided(
             t._fake.size(), t._fake.stride(), dtype=t.dtype, device=t._fake.device
         )
-    result = _new_dtensor(fake, dest, stream)
+    result = _new_dtensor(fake, dest, stream, _intended_device(t))
     _sink(src._session).send(t, result, dest, stream, loc)
     return result
 

@@ -22,6 +22,7 @@
 #include "monarch/tensor/Functions.h"
 #include "monarch/tensor/Plan.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/ops/scalar_tensor.h>
@@ -490,6 +491,8 @@ struct Executor::Impl {
         device(workerDevice(options.rank)) {
     if (device >= 0)
       setProcessDevice(device);
+    if (options.intraOpThreads > 0)
+      at::set_num_threads(options.intraOpThreads);
     if (!options.rootShape.empty())
       setRoot(options.rootShape);
     if (options.memoryCapBytes)

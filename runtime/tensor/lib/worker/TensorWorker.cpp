@@ -7,10 +7,54 @@
 #include "monarch/runtime/util/Log.h"
 #include "monarch/tensor/Executor.h"
 
+#include <algorithm>
+#include <dirent.h>
+#include <sched.h>
+#include <cstdlib>
 #include <stdexcept>
+#include <thread>
 
 namespace monarch::tensor {
 namespace {
+
+/// The workers of a host share its cores: unless OMP_NUM_THREADS says
+/// otherwise, each takes an equal share (as torchrun does), instead of every
+/// process running one ATen thread per core. Counts every rank of the root
+/// mesh as local: across hosts the share is smaller than it could be.
+int intraOpShare(const std::vector<std::pair<std::string, int64_t>> &root) {
+  if (std::getenv("OMP_NUM_THREADS"))
+    return 0;
+  int64_t ranks = 1;
+  for (const auto &d : root)
+    ranks *= std::max<int64_t>(d.second, 1);
+  int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::max<int64_t>(1, cores / ranks));
+}
+
+/// MONARCH_BIND_CORES=1: pins every thread of this process to the rank's
+/// contiguous share of the host's cores, so workers do not migrate onto each
+/// other's cores (steadier step times on a shared host). Best effort.
+void bindToCoreShare(int64_t rank,
+                     const std::vector<std::pair<std::string, int64_t>> &root) {
+  int64_t ranks = 1;
+  for (const auto &d : root)
+    ranks *= std::max<int64_t>(d.second, 1);
+  int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  int64_t share = std::max<int64_t>(1, cores / ranks);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int64_t c = 0; c < share; ++c)
+    CPU_SET(static_cast<int>((rank * share + c) % cores), &set);
+  // Threads started before this point (the runtime's) keep their mask unless
+  // set one by one; later ones inherit the caller's.
+  if (DIR *tasks = ::opendir("/proc/self/task")) {
+    while (dirent *e = ::readdir(tasks))
+      if (e->d_name[0] != '.')
+        ::sched_setaffinity(static_cast<pid_t>(std::atoi(e->d_name)),
+                            sizeof(set), &set);
+    ::closedir(tasks);
+  }
+}
 
 class TensorWorker : public Actor {
 public:
@@ -23,6 +67,10 @@ public:
     options.timeout = std::chrono::milliseconds(
         config.timeout_ms() > 0 ? config.timeout_ms() : 60000);
     options.memoryCapBytes = config.memory_cap_bytes();
+    options.intraOpThreads = intraOpShare(options.rootShape);
+    if (const char *bind = std::getenv("MONARCH_BIND_CORES");
+        bind && std::string(bind) == "1")
+      bindToCoreShare(context().rank, options.rootShape);
     if (!config.store_dir().empty()) {
       auto store = std::make_shared<FileStore>(config.store_dir());
       GlooOptions gloo;

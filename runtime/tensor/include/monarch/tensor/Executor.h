@@ -58,6 +58,9 @@ struct ExecutorOptions {
   std::chrono::milliseconds timeout{60000};
   /// Endpoints for CallActor; optional.
   std::shared_ptr<ActorBridge> actors;
+  /// ATen intra-op threads of this process; 0 leaves torch's default (one
+  /// per core), which oversubscribes a host running several workers.
+  int intraOpThreads = 0;
 };
 
 struct ExecutorCallbacks {
