@@ -16,16 +16,13 @@ namespace {
 using monarch::rdma::RdmaBuffer;
 using monarch::rdma::RdmaHandle;
 
-using monarch::test::pattern;
-
-/// Owns one registered buffer filled with pattern(seed, i).
+/// Owns one registered buffer filled with the test pattern of a seed.
 class RdmaOwner : public monarch::Actor {
 public:
   RdmaHandle alloc(int64_t size, int64_t seed) {
     buffer.reset();
-    memory.assign(static_cast<size_t>(size), 0);
-    for (size_t i = 0; i < memory.size(); ++i)
-      memory[i] = pattern(seed, i);
+    memory.resize(static_cast<size_t>(size));
+    monarch::test::fillPattern(memory.data(), memory.size(), seed);
     auto created = RdmaBuffer::create(memory.data(), memory.size());
     if (!created.ok())
       throw std::runtime_error(created.status().toString());
@@ -39,13 +36,13 @@ public:
   }
   /// Positions that differ from pattern(seed) outside [skipFrom, skipTo).
   int64_t mismatches(int64_t seed, int64_t skipFrom, int64_t skipTo) {
-    int64_t bad = 0;
-    for (size_t i = 0; i < memory.size(); ++i)
-      if ((static_cast<int64_t>(i) < skipFrom ||
-           static_cast<int64_t>(i) >= skipTo) &&
-          memory[i] != pattern(seed, i))
-        ++bad;
-    return bad;
+    using monarch::test::mismatches;
+    size_t from = static_cast<size_t>(std::max<int64_t>(skipFrom, 0));
+    size_t to = std::max(from, std::min(static_cast<size_t>(skipTo),
+                                        memory.size()));
+    return static_cast<int64_t>(
+        mismatches(memory.data(), from, seed) +
+        mismatches(memory.data() + to, memory.size() - to, seed, to));
   }
   std::string drop() {
     auto s = buffer ? buffer->drop() : monarch::Status::ok();
