@@ -87,18 +87,17 @@ struct Owned {
   std::unique_ptr<RdmaBuffer> buffer;
 };
 
-RdmaOp makeOp(const std::string &kind, const py::bytes &handle,
-              uint64_t offset, uintptr_t addr, size_t length,
-              const py::object &keep) {
+RdmaOp makeOp(const std::string &kind, const py::bytes &handle, uint64_t offset,
+              uintptr_t addr, size_t length, const py::object &keep) {
   RdmaOp op;
   if (kind == "read")
     op.kind = RdmaOp::Kind::Read;
   else if (kind == "write")
     op.kind = RdmaOp::Kind::Write;
   else
-    raise(Status(ErrorCode::Invalid,
-                 "RDMA operation must be 'read' or 'write', not '" + kind +
-                     "'"));
+    raise(
+        Status(ErrorCode::Invalid,
+               "RDMA operation must be 'read' or 'write', not '" + kind + "'"));
   op.remote = handleOf(handle);
   op.remoteOffset = offset;
   op.local = reinterpret_cast<void *>(addr);
@@ -124,9 +123,10 @@ PYBIND11_MODULE(_rdma, m) {
       .def("ready", &Transfer::ready);
 
   py::class_<Owned>(m, "OwnedBuffer")
-      .def("handle", [](const Owned &o) {
-        return py::bytes(o.buffer->handle().toBytes());
-      })
+      .def("handle",
+           [](const Owned &o) {
+             return py::bytes(o.buffer->handle().toBytes());
+           })
       .def("drop", [](Owned &o) {
         drainReleases();
         Status s = o.buffer->drop();
@@ -135,16 +135,16 @@ PYBIND11_MODULE(_rdma, m) {
           raise(s);
       });
 
-  m.def("register", [](uintptr_t addr, size_t size, bool writable,
-                       py::object keep) {
-    drainReleases();
-    auto e = engine();
-    auto buf = RdmaBuffer::create(e, reinterpret_cast<void *>(addr), size,
-                                  writable, hold(keep));
-    if (!buf.ok())
-      raise(buf.status());
-    return Owned{std::make_unique<RdmaBuffer>(std::move(*buf))};
-  });
+  m.def("register",
+        [](uintptr_t addr, size_t size, bool writable, py::object keep) {
+          drainReleases();
+          auto e = engine();
+          auto buf = RdmaBuffer::create(e, reinterpret_cast<void *>(addr), size,
+                                        writable, hold(keep));
+          if (!buf.ok())
+            raise(buf.status());
+          return Owned{std::make_unique<RdmaBuffer>(std::move(*buf))};
+        });
 
   m.def("buffer_address", [](py::buffer obj) {
     py::buffer_info info = obj.request();
@@ -190,7 +190,6 @@ PYBIND11_MODULE(_rdma, m) {
     return d;
   });
 
-  m.def("backend", [] {
-    return std::string(backendName(RdmaEngine::processBackend()));
-  });
+  m.def("backend",
+        [] { return std::string(backendName(RdmaEngine::processBackend())); });
 }

@@ -47,14 +47,14 @@ Expected<BackendChoice> chooseBackend(VerbsProvider *provider,
   if (wanted != "auto" && wanted != "ibverbs")
     return Status(ErrorCode::Invalid,
                   "MONARCH_RDMA_BACKEND must be auto, ibverbs, tcp or none, "
-                  "not '" + wanted + "'");
+                  "not '" +
+                      wanted + "'");
   bool required = wanted == "ibverbs";
   std::string disable = envOr(env, "MONARCH_RDMA_DISABLE_IBVERBS", "0");
   if (disable != "0" && disable != "") {
     if (required)
-      return Status(ErrorCode::Invalid,
-                    "MONARCH_RDMA_BACKEND=ibverbs but "
-                    "MONARCH_RDMA_DISABLE_IBVERBS is set");
+      return Status(ErrorCode::Invalid, "MONARCH_RDMA_BACKEND=ibverbs but "
+                                        "MONARCH_RDMA_DISABLE_IBVERBS is set");
     return tcp("ibverbs disabled by MONARCH_RDMA_DISABLE_IBVERBS", true);
   }
 

@@ -97,8 +97,8 @@ public:
     std::lock_guard<std::mutex> guard(mu);
     auto it = mrs.find(handle);
     if (it == mrs.end())
-      return Status(ErrorCode::NotFound, "no memory registration " +
-                                             std::to_string(handle));
+      return Status(ErrorCode::NotFound,
+                    "no memory registration " + std::to_string(handle));
     int rc = ibv_dereg_mr(it->second);
     mrs.erase(it);
     if (rc)
@@ -176,8 +176,8 @@ public:
     attr.qp_state = IBV_QPS_INIT;
     attr.pkey_index = 0;
     attr.port_num = options(id).port;
-    attr.qp_access_flags =
-        IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+    attr.qp_access_flags = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |
+                           IBV_ACCESS_LOCAL_WRITE;
     return modify(q->qp, attr,
                   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                       IBV_QP_ACCESS_FLAGS,
@@ -208,9 +208,9 @@ public:
       attr.ah_attr.grh.hop_limit = 64;
     }
     return modify(q->qp, attr,
-                  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-                      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+                      IBV_QP_MIN_RNR_TIMER,
                   "RTR");
   }
 
@@ -267,8 +267,8 @@ public:
     wr.wr_id = request.wrId;
     wr.sg_list = &sge;
     wr.num_sge = 1;
-    wr.opcode = request.op == WorkOp::Read ? IBV_WR_RDMA_READ
-                                           : IBV_WR_RDMA_WRITE;
+    wr.opcode =
+        request.op == WorkOp::Read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE;
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.wr.rdma.remote_addr = request.remoteAddr;
     wr.wr.rdma.rkey = request.rkey;
@@ -320,8 +320,8 @@ private:
   static Status modify(ibv_qp *qp, ibv_qp_attr &attr, int mask,
                        const char *to) {
     if (int rc = ibv_modify_qp(qp, &attr, mask))
-      return Status(ErrorCode::Internal, std::string("ibv_modify_qp to ") +
-                                             to + ": " + std::strerror(rc));
+      return Status(ErrorCode::Internal, std::string("ibv_modify_qp to ") + to +
+                                             ": " + std::strerror(rc));
     return Status::ok();
   }
 
@@ -353,8 +353,8 @@ public:
       return errnoStatus("ibv_get_device_list");
     std::vector<VerbsDeviceInfo> out;
     for (int i = 0; i < n; ++i)
-      out.push_back({ibv_get_device_name(list[i]),
-                     ibv_get_device_guid(list[i])});
+      out.push_back(
+          {ibv_get_device_name(list[i]), ibv_get_device_guid(list[i])});
     ibv_free_device_list(list);
     return out;
   }

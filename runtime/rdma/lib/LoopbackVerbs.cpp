@@ -57,8 +57,8 @@ public:
     std::lock_guard<std::mutex> guard(fabric->mu);
     auto it = fabric->regions.find(static_cast<uint32_t>(handle));
     if (it == fabric->regions.end() || it->second.device != deviceName)
-      return Status(ErrorCode::NotFound, "no memory registration " +
-                                             std::to_string(handle));
+      return Status(ErrorCode::NotFound,
+                    "no memory registration " + std::to_string(handle));
     fabric->regions.erase(it);
     return Status::ok();
   }
@@ -181,7 +181,8 @@ private:
     auto peer = fabric->qps.find(q.remoteQpn);
     if (peer == fabric->qps.end() || fabric->dead[peer->second.device])
       return WcStatus::RetryExceeded;
-    if (peer->second.state != QpState::Rtr && peer->second.state != QpState::Rts)
+    if (peer->second.state != QpState::Rtr &&
+        peer->second.state != QpState::Rts)
       return WcStatus::RemoteInvalid;
     auto local = fabric->regions.find(wr.lkey);
     if (local == fabric->regions.end() || local->second.device != deviceName ||

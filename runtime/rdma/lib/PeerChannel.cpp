@@ -10,7 +10,7 @@ namespace monarch::rdma {
 
 using Clock = std::chrono::steady_clock;
 
-void Responder::reply(proto::Value value, PayloadList payloads) {
+void Responder::reply(proto::Value value, PayloadList payloads) const {
   auto ch = channel.lock();
   if (!ch)
     return;
@@ -21,7 +21,7 @@ void Responder::reply(proto::Value value, PayloadList payloads) {
   ch->send(addr, port, lane, std::move(out), std::move(payloads), false);
 }
 
-void Responder::fail(const Status &status) {
+void Responder::fail(const Status &status) const {
   auto ch = channel.lock();
   if (!ch)
     return;
@@ -43,13 +43,13 @@ std::shared_ptr<PeerChannel> PeerChannel::create(Runtime &rt) {
 
 void PeerChannel::start() {
   std::weak_ptr<PeerChannel> weak = shared_from_this();
-  requests = std::make_unique<Port>(
-      rt, [weak](proto::Value &&v, PayloadList &&p) {
+  requests =
+      std::make_unique<Port>(rt, [weak](proto::Value &&v, PayloadList &&p) {
         if (auto self = weak.lock())
           self->onRequest(std::move(v), std::move(p));
       });
-  replies = std::make_unique<Port>(
-      rt, [weak](proto::Value &&v, PayloadList &&p) {
+  replies =
+      std::make_unique<Port>(rt, [weak](proto::Value &&v, PayloadList &&p) {
         if (auto self = weak.lock())
           self->onReply(std::move(v), std::move(p));
       });
@@ -86,10 +86,11 @@ PeerAddress PeerChannel::address() const {
   return {ref.addr(), ref.port()};
 }
 
-Future<PeerReply>
-PeerChannel::request(const PeerAddress &to, const std::string &op,
-                     proto::ValueMap args, PayloadList payloads, uint32_t lane,
-                     Clock::time_point deadline) {
+Future<PeerReply> PeerChannel::request(const PeerAddress &to,
+                                       const std::string &op,
+                                       proto::ValueMap args,
+                                       PayloadList payloads, uint32_t lane,
+                                       Clock::time_point deadline) {
   Promise<PeerReply> promise;
   std::string key = to.addr + "#" + std::to_string(lane);
   int64_t req;
@@ -182,10 +183,10 @@ void PeerChannel::failLink(const std::string &key, const Status &why) {
     }
   }
   for (auto &[promise, what] : failed)
-    promise.set(Status(ErrorCode::Closed,
-                       "RDMA " + what +
-                           ": the owner's proc went away during the transfer (" +
-                           why.message() + ")"));
+    promise.set(Status(
+        ErrorCode::Closed,
+        "RDMA " + what + ": the owner's proc went away during the transfer (" +
+            why.message() + ")"));
 }
 
 void PeerChannel::onRequest(proto::Value &&value, PayloadList &&payloads) {
@@ -217,9 +218,9 @@ void PeerChannel::onRequest(proto::Value &&value, PayloadList &&payloads) {
       handler = it->second;
   }
   if (!handler) {
-    responder.fail(Status(ErrorCode::Invalid,
-                          "the owner does not serve RDMA request '" + *op +
-                              "'"));
+    responder.fail(
+        Status(ErrorCode::Invalid,
+               "the owner does not serve RDMA request '" + *op + "'"));
     return;
   }
   proto::ValueMap args;
@@ -249,9 +250,9 @@ void PeerChannel::onReply(proto::Value &&value, PayloadList &&payloads) {
   if (m.entries().count("error")) {
     auto code = wire::getInt(m, "code");
     auto text = wire::getString(m, "error");
-    promise.set(Status(code.ok() ? static_cast<ErrorCode>(*code)
-                                 : ErrorCode::Remote,
-                       text.ok() ? *text : "RDMA request failed"));
+    promise.set(
+        Status(code.ok() ? static_cast<ErrorCode>(*code) : ErrorCode::Remote,
+               text.ok() ? *text : "RDMA request failed"));
     return;
   }
   PeerReply reply;

@@ -34,8 +34,8 @@ size_t envSize(const char *name, size_t fallback) {
 RdmaOptions RdmaOptions::fromEnvironment() {
   RdmaOptions o;
   o.chunkBytes = envSize("MONARCH_RDMA_TCP_CHUNK_BYTES", o.chunkBytes);
-  o.lanes = static_cast<uint32_t>(
-      envSize("MONARCH_RDMA_TCP_CONNECTIONS", o.lanes));
+  o.lanes =
+      static_cast<uint32_t>(envSize("MONARCH_RDMA_TCP_CONNECTIONS", o.lanes));
   o.timeout = std::chrono::milliseconds(
       envSize("MONARCH_RDMA_TIMEOUT_MS", o.timeout.count()));
   o.qp.port = static_cast<uint8_t>(envSize("MONARCH_RDMA_PORT", o.qp.port));
@@ -100,9 +100,8 @@ Expected<std::shared_ptr<RdmaEngine>> RdmaEngine::forProcess() {
     return Status(ErrorCode::Invalid, pe.error);
   RdmaOptions options = RdmaOptions::fromEnvironment();
   auto provider = makeIbVerbsProvider(options.qp);
-  auto choice = chooseBackend(provider.get(), [](const char *name) {
-    return std::getenv(name);
-  });
+  auto choice = chooseBackend(
+      provider.get(), [](const char *name) { return std::getenv(name); });
   pe.chosen = true;
   if (!choice.ok()) {
     pe.error = choice.status().message();
@@ -186,9 +185,8 @@ Future<Unit> RdmaEngine::dropRemote(const RdmaHandle &handle) {
   proto::ValueMap args;
   wire::setInt(args, "id", static_cast<int64_t>(handle.bufferId));
   return channel
-      ->request({handle.ownerAddr, handle.servicePort}, "drop",
-                std::move(args), {}, 0,
-                std::chrono::steady_clock::now() + opts.timeout)
+      ->request({handle.ownerAddr, handle.servicePort}, "drop", std::move(args),
+                {}, 0, std::chrono::steady_clock::now() + opts.timeout)
       .map<Unit>([](const PeerReply &) { return Expected<Unit>(Unit{}); });
 }
 
@@ -199,11 +197,11 @@ Status RdmaEngine::validate(const RdmaOp &op) const {
                   std::string("RDMA ") + what + " without local memory");
   if (op.remoteOffset > op.remote.size ||
       op.length > op.remote.size - op.remoteOffset)
-    return Status(ErrorCode::Invalid,
-                  std::string("RDMA ") + what + " of " +
-                      std::to_string(op.length) + " bytes at offset " +
-                      std::to_string(op.remoteOffset) + " exceeds " +
-                      op.remote.describe());
+    return Status(ErrorCode::Invalid, std::string("RDMA ") + what + " of " +
+                                          std::to_string(op.length) +
+                                          " bytes at offset " +
+                                          std::to_string(op.remoteOffset) +
+                                          " exceeds " + op.remote.describe());
   if (op.kind == RdmaOp::Kind::Write && !op.remote.writable)
     return Status(ErrorCode::Invalid,
                   "RDMA write to read-only " + op.remote.describe());

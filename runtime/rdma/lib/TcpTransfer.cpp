@@ -38,6 +38,7 @@ bool inRange(const OwnedRegion &r, int64_t offset, int64_t length) {
 void serveTcpTransfers(PeerChannel &channel,
                        std::shared_ptr<BufferTable> table) {
   std::string self = channel.address().addr;
+  tbb::task_arena *arena = &channel.runtime().arena();
   channel.serve("read", [table, self](proto::ValueMap &&args, PayloadList &&,
                                       Responder responder) {
     auto id = wire::getInt(args, "id");
@@ -54,15 +55,14 @@ void serveTcpTransfers(PeerChannel &channel,
     // memory's owner alive until the socket has written it.
     PayloadList payloads;
     payloads.emplace_back(std::shared_ptr<const void>(region),
-                          region->data + *offset,
-                          static_cast<size_t>(*length));
+                          region->data + *offset, static_cast<size_t>(*length));
     proto::Value ok;
     ok.set_null(true);
     responder.reply(std::move(ok), std::move(payloads));
   });
-  channel.serve("write", [table, self](proto::ValueMap &&args,
-                                       PayloadList &&payloads,
-                                       Responder responder) {
+  channel.serve("write", [table, self, arena](proto::ValueMap &&args,
+                                              PayloadList &&payloads,
+                                              Responder responder) {
     auto id = wire::getInt(args, "id");
     auto offset = wire::getInt(args, "offset");
     if (!id.ok() || !offset.ok() || payloads.size() != 1)
@@ -71,16 +71,21 @@ void serveTcpTransfers(PeerChannel &channel,
     if (!region)
       return responder.fail(droppedBufferError(*id, self));
     if (!region->writable)
-      return responder.fail(Status(ErrorCode::Invalid,
-                                   "RDMA buffer " + std::to_string(*id) +
-                                       " is read-only"));
+      return responder.fail(
+          Status(ErrorCode::Invalid,
+                 "RDMA buffer " + std::to_string(*id) + " is read-only"));
     auto length = static_cast<int64_t>(payloads[0].size());
     if (!inRange(*region, *offset, length))
       return responder.fail(rangeError(*region, *offset, length));
-    std::memcpy(region->data + *offset, payloads[0].data(), payloads[0].size());
-    proto::Value ok;
-    ok.set_null(true);
-    responder.reply(std::move(ok));
+    // Copied on the actor arena, like a read's chunk on the requester, so
+    // the io thread goes back to the socket.
+    arena->enqueue(
+        [region, offset = *offset, bytes = std::move(payloads[0]), responder] {
+          std::memcpy(region->data + offset, bytes.data(), bytes.size());
+          proto::Value ok;
+          ok.set_null(true);
+          responder.reply(std::move(ok));
+        });
   });
 }
 
@@ -120,7 +125,8 @@ void startTcpTransfer(PeerChannel &channel, const RdmaOp &op,
     }
     wire::setInt(args, "length", static_cast<int64_t>(n));
     channel.request(to, "read", std::move(args), {}, lane, deadline)
-        .then([tracker, local, pos, n, keep, arena](const Expected<PeerReply> &reply) {
+        .then([tracker, local, pos, n, keep,
+               arena](const Expected<PeerReply> &reply) {
           if (!reply.ok())
             return tracker->fail(reply.status());
           if (reply->payloads.size() != 1 || reply->payloads[0].size() != n)
@@ -129,12 +135,11 @@ void startTcpTransfer(PeerChannel &channel, const RdmaOp &op,
           auto bytes = reply->payloads[0];
           // The copy runs on the actor arena: the io thread that delivered
           // this chunk goes back to reading the next one.
-          arena->enqueue(
-              [tracker, local, pos, bytes, keep] {
-                if (!tracker->failed())
-                  std::memcpy(local + pos, bytes.data(), bytes.size());
-                tracker->done();
-              });
+          arena->enqueue([tracker, local, pos, bytes, keep] {
+            if (!tracker->failed())
+              std::memcpy(local + pos, bytes.data(), bytes.size());
+            tracker->done();
+          });
         });
   }
 }

@@ -85,8 +85,7 @@ Status completionError(WcStatus status, const RdmaHandle &remote,
 VerbsTransport::VerbsTransport(std::unique_ptr<VerbsDevice> device,
                                std::shared_ptr<PeerChannel> channel,
                                RdmaOptions options)
-    : device(std::move(device)), channel(std::move(channel)),
-      options(options),
+    : device(std::move(device)), channel(std::move(channel)), options(options),
       registrations(std::make_unique<RegistrationCache>(
           *this->device, options.registrationCacheEntries)) {}
 
@@ -169,7 +168,8 @@ void VerbsTransport::serveConnect() {
 }
 
 std::shared_ptr<VerbsTransport::Connection>
-VerbsTransport::connection(const PeerAddress &owner, Clock::time_point deadline) {
+VerbsTransport::connection(const PeerAddress &owner,
+                           Clock::time_point deadline) {
   std::shared_ptr<Connection> conn;
   {
     std::lock_guard<std::mutex> guard(mu);
@@ -208,8 +208,8 @@ VerbsTransport::connection(const PeerAddress &owner, Clock::time_point deadline)
         Status s;
         auto remote = reply->value.kind_case() == proto::Value::kMap
                           ? endpointFromMap(reply->value.map())
-                          : Expected<QpEndpoint>(Status(
-                                ErrorCode::Invalid, "malformed endpoint"));
+                          : Expected<QpEndpoint>(Status(ErrorCode::Invalid,
+                                                        "malformed endpoint"));
         s = remote.ok() ? connectQp(*self->device, conn->qp, *remote, true)
                         : remote.status();
         if (!s.isOk())
@@ -254,8 +254,8 @@ void VerbsTransport::post(const std::shared_ptr<Connection> &conn,
       std::max<size_t>(options.verbsChunkBytes, 1), device->maxMessageSize());
   chunk = std::min<size_t>(chunk, UINT32_MAX);
   size_t parts = (op.length + chunk - 1) / chunk;
-  auto keys = registrations->acquire(op.local, op.length, kLocalWrite,
-                                     op.keepLocal);
+  auto keys =
+      registrations->acquire(op.local, op.length, kLocalWrite, op.keepLocal);
   if (!keys.ok())
     return tracker->fail(keys.status());
   tracker->add(parts);
@@ -364,10 +364,10 @@ void VerbsTransport::pollLoop() {
     }
     for (auto &[wr, o] : outstanding)
       if (o.deadline <= now && !o.conn->failed)
-        broken.emplace_back(
-            o.conn, Status(ErrorCode::Timeout,
-                           o.remote.describe() +
-                               ": no completion before the deadline"));
+        broken.emplace_back(o.conn,
+                            Status(ErrorCode::Timeout,
+                                   o.remote.describe() +
+                                       ": no completion before the deadline"));
     lock.unlock();
     for (auto &[o, c] : done) {
       registrations->release(o.localKeys, false);

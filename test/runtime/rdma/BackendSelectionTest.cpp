@@ -51,8 +51,8 @@ TEST(BackendSelection, FallsBackToTcpNamingTheReason) {
   auto fabric =
       std::make_shared<LoopbackFabric>(std::vector<std::string>{"mlx5_0"});
   auto provider = makeLoopbackProvider(fabric);
-  auto disabled = chooseBackend(
-      provider.get(), envOf({{"MONARCH_RDMA_DISABLE_IBVERBS", "1"}}));
+  auto disabled = chooseBackend(provider.get(),
+                                envOf({{"MONARCH_RDMA_DISABLE_IBVERBS", "1"}}));
   ASSERT_TRUE(disabled.ok());
   EXPECT_EQ(disabled->kind, BackendKind::Tcp);
   EXPECT_NE(disabled->reason.find("MONARCH_RDMA_DISABLE_IBVERBS"),
@@ -69,7 +69,8 @@ TEST(BackendSelection, ExplicitChoices) {
   auto fabric =
       std::make_shared<LoopbackFabric>(std::vector<std::string>{"mlx5_0"});
   auto provider = makeLoopbackProvider(fabric);
-  auto tcp = chooseBackend(provider.get(), envOf({{"MONARCH_RDMA_BACKEND", "tcp"}}));
+  auto tcp =
+      chooseBackend(provider.get(), envOf({{"MONARCH_RDMA_BACKEND", "tcp"}}));
   ASSERT_TRUE(tcp.ok());
   EXPECT_EQ(tcp->kind, BackendKind::Tcp);
   EXPECT_FALSE(tcp->fellBack);

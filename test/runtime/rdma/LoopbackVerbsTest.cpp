@@ -80,9 +80,13 @@ TEST(LoopbackVerbs, ReadAndWriteMoveBytesBetweenRegions) {
   auto lk = *p.a->registerMemory(local.data(), local.size(), kLocalWrite);
   auto rk = *p.b->registerMemory(remote.data(), remote.size(),
                                  kRemoteRead | kRemoteWrite);
-  WorkRequest wr{7, WorkOp::Read, reinterpret_cast<uint64_t>(local.data()),
-                 lk.lkey, reinterpret_cast<uint64_t>(remote.data() + 8),
-                 rk.rkey, 16};
+  WorkRequest wr{7,
+                 WorkOp::Read,
+                 reinterpret_cast<uint64_t>(local.data()),
+                 lk.lkey,
+                 reinterpret_cast<uint64_t>(remote.data() + 8),
+                 rk.rkey,
+                 16};
   auto c = p.runOne(wr);
   EXPECT_EQ(c.wrId, 7u);
   EXPECT_EQ(c.status, WcStatus::Success);
@@ -103,8 +107,10 @@ TEST(LoopbackVerbs, KeysRangesAndRightsAreChecked) {
   auto lk = *p.a->registerMemory(local.data(), local.size(), kLocalWrite);
   auto ro = *p.b->registerMemory(remote.data(), remote.size(), kRemoteRead);
   auto base = reinterpret_cast<uint64_t>(remote.data());
-  WorkRequest wr{1, WorkOp::Read, reinterpret_cast<uint64_t>(local.data()),
-                 lk.lkey, base + 32, ro.rkey, 33};
+  WorkRequest wr{
+      1,       WorkOp::Read, reinterpret_cast<uint64_t>(local.data()),
+      lk.lkey, base + 32,    ro.rkey,
+      33};
   EXPECT_EQ(p.runOne(wr).status, WcStatus::RemoteAccess); // past the end
   wr.length = 32;
   EXPECT_EQ(p.runOne(wr).status, WcStatus::Success);
@@ -128,8 +134,12 @@ TEST(LoopbackVerbs, DeadPeerCompletesWithRetryExceeded) {
   auto lk = *p.a->registerMemory(local.data(), 8, kLocalWrite);
   auto rk = *p.b->registerMemory(remote.data(), 8, kRemoteRead);
   p.fabric->killDevice("b");
-  WorkRequest wr{1, WorkOp::Read, reinterpret_cast<uint64_t>(local.data()),
-                 lk.lkey, reinterpret_cast<uint64_t>(remote.data()), rk.rkey,
+  WorkRequest wr{1,
+                 WorkOp::Read,
+                 reinterpret_cast<uint64_t>(local.data()),
+                 lk.lkey,
+                 reinterpret_cast<uint64_t>(remote.data()),
+                 rk.rkey,
                  8};
   EXPECT_EQ(p.runOne(wr).status, WcStatus::RetryExceeded);
 }

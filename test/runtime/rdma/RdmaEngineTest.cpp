@@ -60,8 +60,8 @@ struct Procs {
   Expected<Unit> write(const RdmaHandle &h, const void *src, size_t n,
                        uint64_t offset = 0) {
     return reader
-        ->submit({{RdmaOp::Kind::Write, h, offset, const_cast<void *>(src), n,
-                   {}}})
+        ->submit(
+            {{RdmaOp::Kind::Write, h, offset, const_cast<void *>(src), n, {}}})
         .get(10s);
   }
 
@@ -203,8 +203,13 @@ TEST(RdmaVerbs, RequesterWithoutNicFallsBackToTcpForAVerbsHandle) {
   RdmaEngine tcpOnly(*p.readerRt, nullptr);
   std::vector<uint8_t> dst(memory.size());
   auto before = p.fabric->workRequests();
-  auto read = tcpOnly.submit({{RdmaOp::Kind::Read, buf->handle(), 0,
-                               dst.data(), dst.size(), {}}})
+  auto read = tcpOnly
+                  .submit({{RdmaOp::Kind::Read,
+                            buf->handle(),
+                            0,
+                            dst.data(),
+                            dst.size(),
+                            {}}})
                   .get(10s);
   ASSERT_TRUE(read.ok()) << read.status().toString();
   EXPECT_EQ(p.fabric->workRequests(), before);
@@ -269,15 +274,19 @@ TEST(RdmaTcp, SameProcBufferIsAPlainCopy) {
   auto buf = RdmaBuffer::create(p.owner, memory.data(), memory.size());
   ASSERT_TRUE(buf.ok());
   std::vector<uint8_t> dst(100);
-  auto read = p.owner->submit({{RdmaOp::Kind::Read, buf->handle(), 4900,
-                                dst.data(), 100, {}}})
-                  .get(1s);
+  auto read =
+      p.owner
+          ->submit(
+              {{RdmaOp::Kind::Read, buf->handle(), 4900, dst.data(), 100, {}}})
+          .get(1s);
   ASSERT_TRUE(read.ok());
   EXPECT_EQ(mismatches(dst.data(), 100, 13, 4900), 0u);
   ASSERT_TRUE(buf->drop().isOk());
-  auto after = p.owner->submit({{RdmaOp::Kind::Read, buf->handle(), 0,
-                                 dst.data(), 100, {}}})
-                   .get(1s);
+  auto after =
+      p.owner
+          ->submit(
+              {{RdmaOp::Kind::Read, buf->handle(), 0, dst.data(), 100, {}}})
+          .get(1s);
   ASSERT_FALSE(after.ok());
   EXPECT_NE(after.status().message().find("was dropped"), std::string::npos);
 }

@@ -38,8 +38,8 @@ public:
   int64_t mismatches(int64_t seed, int64_t skipFrom, int64_t skipTo) {
     using monarch::test::mismatches;
     size_t from = static_cast<size_t>(std::max<int64_t>(skipFrom, 0));
-    size_t to = std::max(from, std::min(static_cast<size_t>(skipTo),
-                                        memory.size()));
+    size_t to =
+        std::max(from, std::min(static_cast<size_t>(skipTo), memory.size()));
     return static_cast<int64_t>(
         mismatches(memory.data(), from, seed) +
         mismatches(memory.data() + to, memory.size() - to, seed, to));
@@ -49,7 +49,8 @@ public:
     return s.toString();
   }
   std::string backend() {
-    return monarch::rdma::backendName(monarch::rdma::RdmaEngine::processBackend());
+    return monarch::rdma::backendName(
+        monarch::rdma::RdmaEngine::processBackend());
   }
   int64_t pid() { return ::getpid(); }
   /// Reads `length` bytes at `offset` of another proc's buffer; returns the

@@ -70,10 +70,10 @@ protected:
     fillPattern(dst.data(), size, 9);
     auto wrote = rdma::writeFrom(h, dst.data(), size).get(60s);
     ASSERT_TRUE(wrote.ok()) << wrote.status().toString();
-    auto bad = owner(0)
-                   .callOne<int64_t>("mismatches", int64_t{9}, int64_t{0},
-                                     int64_t{0})
-                   .get(60s);
+    auto bad =
+        owner(0)
+            .callOne<int64_t>("mismatches", int64_t{9}, int64_t{0}, int64_t{0})
+            .get(60s);
     ASSERT_TRUE(bad.ok()) << bad.status().toString();
     EXPECT_EQ(*bad, 0);
   }
@@ -113,9 +113,8 @@ TEST_F(TcpFallback, OffsetsReadAndWriteTheirRangeOnly) {
                      .get(10s);
   ASSERT_TRUE(outside.ok());
   EXPECT_EQ(*outside, 0);
-  auto inside = owner(0)
-                    .callOne<Blob>("bytes", int64_t{8000}, int64_t{333})
-                    .get(10s);
+  auto inside =
+      owner(0).callOne<Blob>("bytes", int64_t{8000}, int64_t{333}).get(10s);
   ASSERT_TRUE(inside.ok());
   EXPECT_EQ(mismatches(inside->buffer.data(), 333, 11, 8000), 0u);
 
@@ -135,8 +134,8 @@ TEST_F(TcpFallback, ConcurrentTransfersToTwoOwners) {
   std::vector<Future<Unit>> pending;
   for (size_t i = 0; i < 8; ++i) {
     const RdmaHandle &h = i % 2 ? b : a;
-    pending.push_back(rdma::readInto(h, dsts[i].data(), size / 4,
-                                     (i / 2) * (size / 4)));
+    pending.push_back(
+        rdma::readInto(h, dsts[i].data(), size / 4, (i / 2) * (size / 4)));
   }
   // Writes to one owner's second half while reads of the first run.
   auto src = patterned(size / 2, 23, size / 2);
@@ -175,7 +174,8 @@ TEST_F(TcpFallback, BatchSubmitsSeveralOperationsAtOnce) {
   ASSERT_TRUE(done.ok()) << done.status().toString();
   EXPECT_EQ(mismatches(fromA.data(), 4096, 31), 0u);
   EXPECT_EQ(mismatches(fromB.data(), 4096, 32, 65536), 0u);
-  auto head = owner(1).callOne<Blob>("bytes", int64_t{0}, int64_t{4096}).get(10s);
+  auto head =
+      owner(1).callOne<Blob>("bytes", int64_t{0}, int64_t{4096}).get(10s);
   ASSERT_TRUE(head.ok());
   EXPECT_EQ(mismatches(head->buffer.data(), 4096, 33), 0u);
 
@@ -189,11 +189,11 @@ TEST_F(TcpFallback, BatchSubmitsSeveralOperationsAtOnce) {
 TEST_F(TcpFallback, WorkerReadsAnotherWorkersBuffer) {
   const size_t size = 5u << 20;
   RdmaHandle h = alloc(1, size, 41);
-  auto bad = owner(0)
-                 .callOne<int64_t>("readAndCheck", h, int64_t{12345},
-                                   static_cast<int64_t>(size - 12345),
-                                   int64_t{41})
-                 .get(30s);
+  auto bad =
+      owner(0)
+          .callOne<int64_t>("readAndCheck", h, int64_t{12345},
+                            static_cast<int64_t>(size - 12345), int64_t{41})
+          .get(30s);
   ASSERT_TRUE(bad.ok()) << bad.status().toString();
   EXPECT_EQ(*bad, 0);
 }

@@ -1,4 +1,5 @@
-//===- PeerChannel.h - Requests between the RDMA engines of two procs -*- C++ -*-===//
+//===- PeerChannel.h - Requests between the RDMA engines of two procs -*- C++
+//-*-===//
 //
 // The RDMA engine's messaging over the runtime's transport: a requester sends
 // a named request (a map value plus raw payload frames) to an owner's service
@@ -52,8 +53,8 @@ class PeerChannel;
 /// Completes one request on the owner side (exactly once).
 class Responder {
 public:
-  void reply(proto::Value value, PayloadList payloads = {});
-  void fail(const Status &status);
+  void reply(proto::Value value, PayloadList payloads = {}) const;
+  void fail(const Status &status) const;
 
 private:
   friend class PeerChannel;

@@ -1,4 +1,5 @@
-//===- RdmaHandle.h - The serializable name of a registered buffer -*- C++ -*-===//
+//===- RdmaHandle.h - The serializable name of a registered buffer -*- C++
+//-*-===//
 //
 // What a reader or writer needs to reach an RDMABuffer: the owner proc's
 // address and RDMA service port, the buffer's id and size, and -- when the

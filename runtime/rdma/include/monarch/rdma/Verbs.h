@@ -72,11 +72,11 @@ struct WorkRequest {
 /// Completion outcome (the ibv_wc_status values the engine distinguishes).
 enum class WcStatus {
   Success,
-  LocalProtection,  ///< local key/range invalid
-  RemoteAccess,     ///< remote key/range/rights invalid (dropped buffer)
-  RemoteInvalid,    ///< remote QP refused the request
-  RetryExceeded,    ///< the peer did not answer (gone, cable, crashed)
-  Flushed,          ///< the QP went to the error state
+  LocalProtection, ///< local key/range invalid
+  RemoteAccess,    ///< remote key/range/rights invalid (dropped buffer)
+  RemoteInvalid,   ///< remote QP refused the request
+  RetryExceeded,   ///< the peer did not answer (gone, cable, crashed)
+  Flushed,         ///< the QP went to the error state
   Other,
 };
 const char *wcStatusName(WcStatus status);
@@ -91,7 +91,7 @@ struct QpOptions {
   uint32_t maxSendWr = 128;
   uint8_t port = 1;
   uint8_t gidIndex = 0;
-  uint32_t timeout = 14;  ///< IB local ack timeout exponent
+  uint32_t timeout = 14; ///< IB local ack timeout exponent
   uint32_t retryCount = 7;
 };
 

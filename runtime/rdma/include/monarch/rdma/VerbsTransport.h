@@ -89,8 +89,8 @@ private:
   std::condition_variable wake;
   bool stopping = false;
   std::map<std::string, std::shared_ptr<Connection>> connections;
-  std::map<std::string, uint64_t> servedQps; ///< owner side, by requester
-  std::map<uint64_t, Outstanding> outstanding;  ///< by work request id
+  std::map<std::string, uint64_t> servedQps;   ///< owner side, by requester
+  std::map<uint64_t, Outstanding> outstanding; ///< by work request id
   uint64_t nextWr = 0;
   std::thread poller;
 };
