@@ -213,6 +213,14 @@ void RdmaEngine::runLocal(const RdmaOp &op,
   auto region = table->find(op.remote.bufferId);
   if (!region)
     return tracker->fail(droppedBufferError(op.remote.bufferId, rt.addr()));
+  // The handle was checked against its own size; the region decides.
+  if (op.remoteOffset > region->size ||
+      op.length > region->size - op.remoteOffset)
+    return tracker->fail(Status(ErrorCode::Invalid,
+                                "RDMA access outside " + op.remote.describe()));
+  if (op.kind == RdmaOp::Kind::Write && !region->writable)
+    return tracker->fail(Status(ErrorCode::Invalid, "RDMA write to read-only " +
+                                                        op.remote.describe()));
   uint8_t *remote = region->data + op.remoteOffset;
   if (op.kind == RdmaOp::Kind::Read)
     std::memmove(op.local, remote, op.length);

@@ -281,6 +281,14 @@ TEST(RdmaTcp, SameProcBufferIsAPlainCopy) {
           .get(1s);
   ASSERT_TRUE(read.ok());
   EXPECT_EQ(mismatches(dst.data(), 100, 13, 4900), 0u);
+  // A forged handle claiming more bytes than the region has is refused.
+  RdmaHandle forged = buf->handle();
+  forged.size = 1 << 20;
+  auto outside =
+      p.owner->submit({{RdmaOp::Kind::Read, forged, 4990, dst.data(), 100, {}}})
+          .get(1s);
+  ASSERT_FALSE(outside.ok());
+  EXPECT_EQ(outside.status().code(), ErrorCode::Invalid);
   ASSERT_TRUE(buf->drop().isOk());
   auto after =
       p.owner
