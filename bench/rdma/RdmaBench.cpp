@@ -127,6 +127,8 @@ int main(int argc, char **argv) {
   std::printf("| size | rdma read GB/s | rdma write GB/s | raw TCP stream "
               "GB/s | read / raw | write / raw | memcpy GB/s | read / memcpy "
               "|\n|---|---|---|---|---|---|---|---|\n");
+  // Errors go to stderr; keep the table in order with them.
+  std::fflush(stdout);
   for (size_t size : sizes) {
     auto h = owner
                  ->callOne<monarch::rdma::RdmaHandle>(

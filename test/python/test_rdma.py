@@ -130,3 +130,42 @@ def test_refused_memory_is_named():
     with pytest.raises(RDMAError, match="read-only"):
         buf.read_into(b"immutable").get(10)
     buf.drop()
+
+
+def _run_with_backend(value: str, code: str) -> str:
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, MONARCH_RDMA_BACKEND=value)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_backend_none_disables_rdma():
+    code = (
+        "from monarch.rdma import RDMABuffer, RDMAError, backend\n"
+        "print(backend())\n"
+        "try:\n"
+        "    RDMABuffer(bytearray(8))\n"
+        "except RDMAError as e:\n"
+        "    print(e)\n"
+    )
+    lines = _run_with_backend("none", code).splitlines()
+    assert lines[0] == "none"
+    assert "RDMA is disabled (MONARCH_RDMA_BACKEND=none)" in lines[1]
+
+
+def test_backend_ibverbs_without_a_device_is_an_error_not_a_fallback():
+    code = (
+        "from monarch.rdma import RDMABuffer, RDMAError\n"
+        "try:\n"
+        "    RDMABuffer(bytearray(8))\n"
+        "except RDMAError as e:\n"
+        "    print(e)\n"
+    )
+    out = _run_with_backend("ibverbs", code)
+    assert out.startswith("MONARCH_RDMA_BACKEND=ibverbs: ")
