@@ -259,37 +259,61 @@ void VerbsTransport::post(const std::shared_ptr<Connection> &conn,
   if (!keys.ok())
     return tracker->fail(keys.status());
   tracker->add(parts);
-  for (size_t i = 0; i < parts; ++i) {
-    size_t pos = i * chunk;
-    WorkRequest wr;
-    wr.op = op.kind == RdmaOp::Kind::Read ? WorkOp::Read : WorkOp::Write;
-    wr.localAddr = reinterpret_cast<uint64_t>(op.local) + pos;
-    wr.lkey = keys->lkey;
-    wr.remoteAddr = op.remote.remoteAddr + op.remoteOffset + pos;
-    wr.rkey = op.remote.rkey;
-    wr.length = static_cast<uint32_t>(std::min(chunk, op.length - pos));
-    {
-      std::lock_guard<std::mutex> guard(mu);
-      if (conn->failed) {
-        registrations->release(*keys, false);
-        tracker->fail(Status(ErrorCode::Closed,
-                             "RDMA connection to " + conn->owner + " failed"));
-        return;
-      }
-      wr.wrId = ++nextWr;
-      Status s = device->post(conn->qp, wr);
-      if (!s.isOk()) {
-        registrations->release(*keys, false);
-        tracker->fail(s);
-        return;
-      }
-      outstanding[wr.wrId] = {conn, tracker, *keys, op.remote, deadline};
+  Failures failed;
+  {
+    std::lock_guard<std::mutex> guard(mu);
+    for (size_t i = 0; i < parts; ++i) {
+      size_t pos = i * chunk;
+      WorkRequest wr;
+      wr.op = op.kind == RdmaOp::Kind::Read ? WorkOp::Read : WorkOp::Write;
+      wr.localAddr = reinterpret_cast<uint64_t>(op.local) + pos;
+      wr.lkey = keys->lkey;
+      wr.remoteAddr = op.remote.remoteAddr + op.remoteOffset + pos;
+      wr.rkey = op.remote.rkey;
+      wr.length = static_cast<uint32_t>(std::min(chunk, op.length - pos));
+      // Each work request holds one use of the registration.
+      if (i > 0)
+        (void)registrations->acquire(op.local, op.length, kLocalWrite);
+      conn->backlog.emplace_back(
+          wr, Outstanding{conn, tracker, *keys, op.remote, deadline});
     }
-    // Each work request holds one use of the registration.
-    if (i + 1 < parts)
-      (void)registrations->acquire(op.local, op.length, kLocalWrite);
+    pumpLocked(conn, failed);
   }
+  report(failed);
   wake.notify_all();
+}
+
+void VerbsTransport::pumpLocked(const std::shared_ptr<Connection> &conn,
+                                Failures &failed) {
+  while (!conn->backlog.empty() &&
+         (conn->failed || conn->inflight < options.qp.maxSendWr)) {
+    auto [wr, o] = std::move(conn->backlog.front());
+    conn->backlog.pop_front();
+    if (conn->failed) {
+      failed.emplace_back(
+          std::move(o), Status(ErrorCode::Closed, "RDMA connection to " +
+                                                      conn->owner + " failed"));
+      continue;
+    }
+    wr.wrId = ++nextWr;
+    Status posted = device->post(conn->qp, wr);
+    if (!posted.isOk()) {
+      failed.emplace_back(std::move(o), posted);
+      continue;
+    }
+    ++conn->inflight;
+    outstanding[wr.wrId] = std::move(o);
+  }
+}
+
+/// Fails operations outside the lock: their futures' callbacks may start
+/// new work on this transport.
+void VerbsTransport::report(Failures &failed) {
+  for (auto &[o, why] : failed) {
+    registrations->release(o.localKeys, false);
+    o.tracker->fail(why);
+  }
+  failed.clear();
 }
 
 void VerbsTransport::failConnection(const std::shared_ptr<Connection> &conn,
@@ -308,6 +332,9 @@ void VerbsTransport::failConnection(const std::shared_ptr<Connection> &conn,
         ++it;
       }
     }
+    for (auto &[wr, o] : conn->backlog)
+      failed.push_back(std::move(o));
+    conn->backlog.clear();
     auto it = connections.find(conn->owner);
     if (it != connections.end() && it->second == conn)
       connections.erase(it);
@@ -338,6 +365,7 @@ void VerbsTransport::pollLoop() {
         active.push_back(o.conn);
     std::vector<std::pair<Outstanding, Completion>> done;
     std::vector<std::pair<std::shared_ptr<Connection>, Status>> broken;
+    Failures pumpFailures;
     auto now = Clock::now();
     for (auto &conn : active) {
       if (conn->failed)
@@ -360,7 +388,9 @@ void VerbsTransport::pollLoop() {
         }
         done.emplace_back(std::move(it->second), std::move(c));
         outstanding.erase(it);
+        --conn->inflight;
       }
+      pumpLocked(conn, pumpFailures);
     }
     for (auto &[wr, o] : outstanding)
       if (o.deadline <= now && !o.conn->failed)
@@ -369,6 +399,7 @@ void VerbsTransport::pollLoop() {
                                    o.remote.describe() +
                                        ": no completion before the deadline"));
     lock.unlock();
+    report(pumpFailures);
     for (auto &[o, c] : done) {
       registrations->release(o.localKeys, false);
       if (c.status == WcStatus::Success) {

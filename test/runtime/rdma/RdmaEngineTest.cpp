@@ -114,6 +114,22 @@ TEST(RdmaVerbs, ChunkSizeBoundsEachWorkRequest) {
   EXPECT_EQ(mismatches(dst.data(), dst.size(), 3), 0u);
 }
 
+TEST(RdmaVerbs, WorkBeyondTheSendQueueWaitsForCompletions) {
+  RdmaOptions o;
+  o.verbsChunkBytes = 1024;
+  o.qp.maxSendWr = 4; // the loopback refuses a fifth outstanding request
+  Procs p(true, o);
+  auto memory = patterned(50 * 1024, 14);
+  auto buf = RdmaBuffer::create(p.owner, memory.data(), memory.size());
+  ASSERT_TRUE(buf.ok());
+  std::vector<uint8_t> dst(memory.size());
+  auto before = p.fabric->workRequests();
+  auto read = p.read(buf->handle(), dst.data(), dst.size());
+  ASSERT_TRUE(read.ok()) << read.status().toString();
+  EXPECT_EQ(p.fabric->workRequests() - before, 50u);
+  EXPECT_EQ(mismatches(dst.data(), dst.size(), 14), 0u);
+}
+
 TEST(RdmaVerbs, RegistrationCacheMakesReregistrationFree) {
   Procs p(true);
   auto memory = patterned(1 << 16, 4);

@@ -19,6 +19,7 @@
 #include "monarch/rdma/RdmaOp.h"
 #include "monarch/rdma/RegistrationCache.h"
 
+#include <deque>
 #include <map>
 #include <thread>
 
@@ -53,12 +54,7 @@ public:
   Expected<QpState> connectionState(const std::string &owner);
 
 private:
-  struct Connection {
-    std::string owner;
-    uint64_t qp = 0;
-    bool failed = false;
-    Promise<Unit> ready;
-  };
+  struct Connection;
   struct Outstanding {
     std::shared_ptr<Connection> conn;
     std::shared_ptr<OpTracker> tracker;
@@ -66,6 +62,17 @@ private:
     RdmaHandle remote;
     std::chrono::steady_clock::time_point deadline;
   };
+  struct Connection {
+    std::string owner;
+    uint64_t qp = 0;
+    bool failed = false;
+    Promise<Unit> ready;
+    /// Posted and not yet completed (at most QpOptions::maxSendWr).
+    size_t inflight = 0;
+    /// Work requests waiting for room in the send queue.
+    std::deque<std::pair<WorkRequest, Outstanding>> backlog;
+  };
+  using Failures = std::vector<std::pair<Outstanding, Status>>;
 
   VerbsTransport(std::unique_ptr<VerbsDevice> device,
                  std::shared_ptr<PeerChannel> channel, RdmaOptions options);
@@ -78,6 +85,9 @@ private:
             std::chrono::steady_clock::time_point deadline);
   void failConnection(const std::shared_ptr<Connection> &conn,
                       const Status &why);
+  /// Posts backlog while the send queue has room; called with `mu` held.
+  void pumpLocked(const std::shared_ptr<Connection> &conn, Failures &failed);
+  void report(Failures &failed);
   void pollLoop();
 
   std::unique_ptr<VerbsDevice> device;
