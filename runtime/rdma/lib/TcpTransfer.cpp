@@ -19,6 +19,9 @@ Status droppedBufferError(uint64_t id, const std::string &owner) {
 
 namespace {
 
+/// Chunks up to this size are copied on the io thread that received them.
+constexpr size_t kInlineCopyBytes = 256 * 1024;
+
 Status rangeError(const OwnedRegion &r, int64_t offset, int64_t length) {
   return Status(ErrorCode::Invalid,
                 "RDMA access of " + std::to_string(length) +
@@ -77,15 +80,20 @@ void serveTcpTransfers(PeerChannel &channel,
     auto length = static_cast<int64_t>(payloads[0].size());
     if (!inRange(*region, *offset, length))
       return responder.fail(rangeError(*region, *offset, length));
-    // Copied on the actor arena, like a read's chunk on the requester, so
-    // the io thread goes back to the socket.
-    arena->enqueue(
-        [region, offset = *offset, bytes = std::move(payloads[0]), responder] {
-          std::memcpy(region->data + offset, bytes.data(), bytes.size());
-          proto::Value ok;
-          ok.set_null(true);
-          responder.reply(std::move(ok));
-        });
+    auto copy = [region, offset = *offset, bytes = std::move(payloads[0]),
+                 responder] {
+      std::memcpy(region->data + offset, bytes.data(), bytes.size());
+      proto::Value ok;
+      ok.set_null(true);
+      responder.reply(std::move(ok));
+    };
+    // A large chunk is copied on the actor arena, like a read's chunk on
+    // the requester, so the io thread goes back to the socket; a small one
+    // costs less than the hand-off.
+    if (length <= static_cast<int64_t>(kInlineCopyBytes))
+      copy();
+    else
+      arena->enqueue(std::move(copy));
   });
 }
 
@@ -101,6 +109,7 @@ void startTcpTransfer(PeerChannel &channel, const RdmaOp &op,
   auto *local = static_cast<uint8_t *>(op.local);
   auto keep = op.keepLocal;
   tbb::task_arena *arena = &channel.runtime().arena();
+  bool single = parts == 1;
   for (size_t i = 0; i < parts; ++i) {
     size_t pos = i * chunk;
     size_t n = std::min(chunk, op.length - pos);
@@ -125,21 +134,25 @@ void startTcpTransfer(PeerChannel &channel, const RdmaOp &op,
     }
     wire::setInt(args, "length", static_cast<int64_t>(n));
     channel.request(to, "read", std::move(args), {}, lane, deadline)
-        .then([tracker, local, pos, n, keep,
-               arena](const Expected<PeerReply> &reply) {
+        .then([tracker, local, pos, n, keep, arena,
+               single](const Expected<PeerReply> &reply) {
           if (!reply.ok())
             return tracker->fail(reply.status());
           if (reply->payloads.size() != 1 || reply->payloads[0].size() != n)
             return tracker->fail(
                 Status(ErrorCode::Internal, "RDMA read reply of wrong size"));
-          auto bytes = reply->payloads[0];
-          // The copy runs on the actor arena: the io thread that delivered
-          // this chunk goes back to reading the next one.
-          arena->enqueue([tracker, local, pos, bytes, keep] {
+          auto copy = [tracker, local, pos, bytes = reply->payloads[0], keep] {
             if (!tracker->failed())
               std::memcpy(local + pos, bytes.data(), bytes.size());
             tracker->done();
-          });
+          };
+          // With more chunks coming, the copy runs on the actor arena so the
+          // io thread goes back to reading the next one; a lone or small
+          // chunk has nothing to overlap with and is copied here.
+          if (single || n <= kInlineCopyBytes)
+            copy();
+          else
+            arena->enqueue(std::move(copy));
         });
   }
 }
