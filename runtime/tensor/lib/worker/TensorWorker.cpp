@@ -6,6 +6,7 @@
 #include "monarch/runtime/proc/Port.h"
 #include "monarch/runtime/util/Log.h"
 #include "monarch/tensor/Executor.h"
+#include "monarch/tensor/Functions.h"
 
 #include <stdexcept>
 
@@ -23,6 +24,7 @@ public:
     options.timeout = std::chrono::milliseconds(
         config.timeout_ms() > 0 ? config.timeout_ms() : 60000);
     options.memoryCapBytes = config.memory_cap_bytes();
+    options.actors = processActorBridge(); // rref: actors of this process
     if (!config.store_dir().empty()) {
       auto store = std::make_shared<FileStore>(config.store_dir());
       GlooOptions gloo;
