@@ -154,6 +154,10 @@ class LinearActor(Actor):
         self.calls += 1
         return x @ self.w
 
+    @endpoint(propagate="cached")
+    def halves(self, x):
+        return x[: x.shape[0] // 2] @ self.w, x[x.shape[0] // 2:] @ self.w
+
     @endpoint
     def count(self) -> int:
         return self.calls
@@ -188,6 +192,19 @@ def test_rref_linear_actor(python_workers):
     assert monarch.inspect(z, gpu=1).item() == 24.0
     # Ordinary adverbs reach the same actors.
     assert linear.count.call().get(timeout=10).values() == [1, 1]
+
+
+def test_rref_cached_propagate(python_workers):
+    mesh = python_workers
+    linear = mesh.spawn("linear_cached", LinearActor, 1.0)
+    with mesh.activate():
+        x = torch.ones(4, 4) * (mesh.rank("gpu") + 1)
+        top, bottom = linear.halves.rref(x)  # first call: one probe on rank 0
+        assert tuple(top.shape) == (2, 4) and tuple(bottom.shape) == (2, 4)
+        again, _ = linear.halves.rref(x + 1)  # same shapes: no probe
+    assert len(linear._state.cached_meta[("linear_cached", "halves")]) == 1
+    assert torch.equal(monarch.inspect(bottom, gpu=1), torch.full((2, 4), 4.0))
+    assert torch.equal(monarch.inspect(again, gpu=0), torch.full((2, 4), 2.0))
 
 
 def test_rref_needs_propagate(python_workers):

@@ -427,6 +427,8 @@ class _ActorProcs:
         # Actor meshes on these procs whose actors failed an escalated event:
         # {mesh: {rank: reason}}.
         self.failed: Dict[str, Dict[int, str]] = {}
+        # rref with propagate="cached": {(actor mesh, endpoint): CachedMeta}.
+        self.cached_meta: Dict[Tuple[str, str], Any] = {}
         _by_name[self.name] = weakref.ref(self)
         _start_dispatcher()
 
@@ -809,16 +811,26 @@ class Endpoint:
             if isinstance(value, EndpointProperty):
                 prop = value._propagate
                 break
-        if prop is None or isinstance(prop, str):
+        if prop is None or (isinstance(prop, str) and prop != "cached"):
             raise ValueError(f"rref of endpoint '{self._name}' needs "
-                             "@endpoint(propagate=fn): fn gives the result shapes from fake "
-                             "inputs (the arguments without self)")
+                             "@endpoint(propagate=fn or 'cached'): fn gives the result shapes "
+                             "from fake inputs (the arguments without self)")
+        from ._remote import CachedMeta
+        from ._remote_exec import META_PREFIX
+
+        key = (mesh._name, self._name)
+        cached = mesh._state.cached_meta.get(key)
+        if cached is None:
+            probe_endpoint = META_PREFIX + self._name
+            cached = mesh._state.cached_meta[key] = CachedMeta(
+                lambda sink, a, results, pm, stream, loc: sink.call_actor(
+                    mesh._name, probe_endpoint, a, results, pm, stream, loc))
         fn = endpoint_function(mesh._class, self._name)
         return call_distributed(
             f"endpoint {mesh._name}.{self._name}", fn, prop, args, kwargs, mesh._proc_mesh,
             lambda sink, a, results, pm, stream, loc: sink.call_actor(
                 mesh._name, self._name, a, results, pm, stream, loc),
-            skip_self=True)
+            skip_self=True, probe=cached.meta)
 
     def _one(self, handle: Any) -> Future:
         ep = self._name

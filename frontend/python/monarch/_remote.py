@@ -51,7 +51,9 @@ class Remote:
         self._fn = fn
         self._propagate = propagate
         self.name = f"{_remote_exec.PREFIX}{fn.__module__}:{qualname}"
-        self._cached: Dict[Any, Tuple[bool, List[Tuple[torch.dtype, Tuple[int, ...]]]]] = {}
+        meta_name = _remote_exec.META_PREFIX + self.name[len(_remote_exec.PREFIX):]
+        self._cached = CachedMeta(lambda sink, a, results, mesh, stream, loc: sink.call_function(
+            meta_name, a, results, mesh, stream, loc))
         self.__name__ = getattr(fn, "__name__", "remote")
         self.__qualname__ = qualname
         self.__module__ = fn.__module__
@@ -67,22 +69,35 @@ class Remote:
             None,
             lambda sink, a, results, mesh, stream, loc: sink.call_function(
                 self.name, a, results, mesh, stream, loc),
-            probe=self._cached_meta)
+            probe=self._cached.meta)
 
-    def _cached_meta(self, args: Tuple[Any, ...], mesh: Any, stream: Any,
-                     loc: str) -> Tuple[bool, List[Tuple[torch.dtype, Tuple[int, ...]]]]:
-        key = self._cache_key(args)
-        hit = self._cached.get(key)
+
+Meta = Tuple[bool, List[Tuple[torch.dtype, Tuple[int, ...]]]]
+
+
+class CachedMeta:
+    """``propagate="cached"``: result metadata learned by running the function
+    once on the first rank of the mesh (``emit_probe`` issues a call that
+    returns the metadata as one int64 tensor, ``_remote_exec.encode_meta``),
+    kept per argument shapes, dtypes and other values."""
+
+    def __init__(self, emit_probe: Callable[..., None]):
+        self._emit_probe = emit_probe
+        self._known: Dict[Any, Meta] = {}
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def meta(self, args: Tuple[Any, ...], mesh: Any, stream: Any, loc: str) -> Meta:
+        key = self._key(args)
+        hit = self._known.get(key)
         if hit is None:
             hit = self._probe(args, mesh, stream, loc)
-            self._cached[key] = hit
+            self._known[key] = hit
         return hit
 
-    # -- propagate="cached" ------------------------------------------------------
     @staticmethod
-    def _cache_key(args: Tuple[Any, ...]) -> Any:
-        """Results are cached per argument shapes, dtypes and other values."""
-
+    def _key(args: Tuple[Any, ...]) -> Any:
         def key(x: Any) -> Any:
             if isinstance(x, torch.Tensor):
                 return ("T", x.dtype, tuple(x.shape))
@@ -90,23 +105,17 @@ class Remote:
 
         return tuple(key(a) for a in tree_flatten(list(args))[0])
 
-    def _probe(self, args: Tuple[Any, ...], mesh: Any, stream: Any,
-               loc: str) -> Tuple[bool, List[Tuple[torch.dtype, Tuple[int, ...]]]]:
-        """Runs the function on the first rank of the mesh, returning its
-        results' metadata (one int64 tensor, fetched)."""
-        from ._tensor import _fake_mode, _local, _new_dtensor
+    def _probe(self, args: Tuple[Any, ...], mesh: Any, stream: Any, loc: str) -> Meta:
+        from ._tensor import _fake_mode, _new_dtensor
 
-        first = {name: 0 for name in mesh.names}
-        probe_mesh = mesh.slice(**first)
-        with _local():
-            with _fake_mode:
-                fake = torch.empty((0,), dtype=torch.int64)
-            probe = _new_dtensor(fake, probe_mesh, stream)
+        probe_mesh = mesh.slice(**{name: 0 for name in mesh.names})
+        with _fake_mode:
+            fake = torch.empty((0,), dtype=torch.int64)
+        probe = _new_dtensor(fake, probe_mesh, stream)
         session = mesh._session
-        meta_name = _remote_exec.META_PREFIX + self.name[len(_remote_exec.PREFIX):]
-        session.eager.call_function(meta_name, list(args), [probe], probe_mesh, stream, loc)
-        view = probe_mesh._view
-        fut = session.fetch(probe._ref.id, view, session.stream_id(stream.ir_name), loc)
+        self._emit_probe(session.eager, list(args), [probe], probe_mesh, stream, loc)
+        fut = session.fetch(probe._ref.id, probe_mesh._view, session.stream_id(stream.ir_name),
+                            loc)
         encoded = fut.get().tolist()
         del probe
         single = encoded[0] == -1
@@ -118,9 +127,6 @@ class Remote:
             metas.append((dtype, tuple(encoded[i + 2:i + 2 + ndim])))
             i += 2 + ndim
         return single, metas
-
-
-Meta = Tuple[bool, List[Tuple[torch.dtype, Tuple[int, ...]]]]
 
 
 def _fake_meta(what: str, fn: Callable[..., Any], args: Tuple[Any, ...]) -> Meta:

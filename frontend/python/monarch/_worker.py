@@ -207,11 +207,15 @@ def call_actor(mesh: str, endpoint: str, args: List[Any]) -> List[Any]:
             stopped = instance.__dict__.get("_monarch_stopped")
             if stopped is not None:
                 raise RuntimeError(f"actor {mesh}[{info.get('rank')}] is stopped: {stopped}")
-            fn = am.endpoint_function(type(instance), endpoint)
+            # "python-meta:<endpoint>": the probe of propagate="cached".
+            meta = endpoint.startswith(_remote_exec.META_PREFIX)
+            name = endpoint[len(_remote_exec.META_PREFIX):] if meta else endpoint
+            fn = am.endpoint_function(type(instance), name)
             out = fn(instance, *args)
             if asyncio.iscoroutine(out):
                 out = _loop().run_until_complete(out)
-        return _remote_exec._flatten(out, f"endpoint {mesh}.{endpoint}")[1]
+        single, tensors = _remote_exec._flatten(out, f"endpoint {mesh}.{name}")
+        return [_remote_exec.encode_meta(single, tensors)] if meta else tensors
     finally:
         _current_instance.reset(itoken)
         _current.reset(token)
