@@ -404,10 +404,20 @@ def test_main_defined_actor(tmp_path):
             def greet(self, name):
                 return f"{self.greeting}, {name}"
 
+        class Parent(Actor):
+            @endpoint
+            def children_greet(self, name):
+                # an actor spawning actors of the script's classes
+                self.procs = this_host().spawn_procs({"gpu": 1}, backend="sim")
+                kids = self.procs.spawn("kids", Greeter, "hi")
+                return kids.greet.call_one(name).get()
+
         if __name__ == "__main__":
             procs = this_host().spawn_procs({"gpu": 2}, backend="sim")
             greeters = procs.spawn("greeters", Greeter, "hello")
             print(greeters.greet.call("world").get().values())
+            parent = procs.slice(gpu=0).spawn("parent", Parent)
+            print(parent.children_greet.call_one("kid").get())
             procs.stop()
     """))
     env = dict(os.environ)
@@ -415,3 +425,4 @@ def test_main_defined_actor(tmp_path):
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "['hello, world', 'hello, world']" in out.stdout
+    assert "hi, kid" in out.stdout

@@ -601,7 +601,11 @@ def spawn(proc_mesh: Any, name: str, actor_class: type, *args: Any, **kwargs: An
             f"spawning actors on a view whose ranks {ranks} are not a box of the root mesh")
     procs = _sliced(state.procs, state.shape, ranges)
     payload = dumps((actor_class, args, kwargs))
-    needs_main = actor_class.__module__ == "__main__" or b"__main__" in bytes(payload[0])
+    # In a worker the controller's __main__ runs as __mp_main__ (an actor
+    # spawning actors of the script's classes ships the same source on).
+    pickled = bytes(payload[0])
+    needs_main = (actor_class.__module__ in ("__main__", "__mp_main__")
+                  or b"__main__" in pickled or b"__mp_main__" in pickled)
     addr, port = state.procs.supervision_port()
     header = {
         "mesh": name,
