@@ -23,12 +23,16 @@
 //===----------------------------------------------------------------------===//
 
 #include "monarch/runtime/Monarch.h"
+#include "monarch/runtime/proc/Port.h"
+#include "monarch/runtime/proc/Runtime.h"
 #include "monarch/runtime/proc/Worker.h"
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -79,6 +83,45 @@ py::tuple errorTuple(const monarch::Status &status) {
 struct EventLog {
   std::mutex mu;
   std::vector<monarch::SupervisionEvent> events;
+};
+
+/// Supervision events waiting for this process's Python dispatcher thread
+/// (monarch._actor_mesh), which runs the owner's __supervise__: the runtime's
+/// hooks run on the io thread and may neither block nor take the GIL, so they
+/// only queue. kind is "runtime" (a proc died or an actor stopped) or
+/// "escalated" (an owning actor below did not handle an event).
+struct QueuedEvent {
+  std::string procs;
+  std::string kind;
+  monarch::SupervisionEvent event;
+};
+
+class SupervisionQueue {
+public:
+  static SupervisionQueue &instance() {
+    static SupervisionQueue queue;
+    return queue;
+  }
+  void push(QueuedEvent event) {
+    {
+      std::lock_guard<std::mutex> guard(mu);
+      events.push_back(std::move(event));
+    }
+    cv.notify_all();
+  }
+  std::optional<QueuedEvent> pop(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!cv.wait_for(lock, timeout, [&] { return !events.empty(); }))
+      return std::nullopt;
+    QueuedEvent out = std::move(events.front());
+    events.pop_front();
+    return out;
+  }
+
+private:
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<QueuedEvent> events;
 };
 
 // -- Futures -----------------------------------------------------------------
@@ -222,10 +265,52 @@ private:
 
 // -- Proc meshes (controller) ------------------------------------------------
 
+/// Records an event and queues it for the Python dispatcher under `key`.
+monarch::SupervisionHook queueingHook(std::shared_ptr<EventLog> log,
+                                      std::string key) {
+  return [log, key](const monarch::SupervisionEvent &event) {
+    {
+      std::lock_guard<std::mutex> guard(log->mu);
+      log->events.push_back(event);
+    }
+    SupervisionQueue::instance().push({key, "runtime", event});
+    return true;
+  };
+}
+
+/// The port on which owning actors spawned on procs `key` escalate the events
+/// they did not handle, as [mesh, rank, reason].
+std::shared_ptr<monarch::Port> escalationPort(std::string key) {
+  return std::make_shared<monarch::Port>(
+      monarch::Runtime::global(),
+      [key](monarch::proto::Value &&value, monarch::PayloadList &&payloads) {
+        std::vector<std::string> fields;
+        try {
+          fields =
+              monarch::decodeValue<std::vector<std::string>>(value, payloads);
+        } catch (const std::exception &) {
+          return;
+        }
+        if (fields.size() != 3)
+          return;
+        int64_t rank = -1;
+        try {
+          rank = std::stoll(fields[1]);
+        } catch (const std::exception &) {
+        }
+        SupervisionQueue::instance().push(
+            {key, "escalated", {fields[0], rank, fields[2]}});
+      });
+}
+
 class PyProcs {
 public:
-  PyProcs(monarch::ProcMesh mesh, std::shared_ptr<EventLog> log)
-      : mesh(std::move(mesh)), log(std::move(log)) {}
+  /// `hookActors`: the proc mesh's own hook belongs to someone else (the
+  /// tensor controller), so each spawned actor mesh gets the queueing hook.
+  PyProcs(monarch::ProcMesh mesh, std::shared_ptr<EventLog> log,
+          std::shared_ptr<monarch::Port> port, std::string key, bool hookActors)
+      : mesh(std::move(mesh)), log(std::move(log)), port(std::move(port)),
+        key(std::move(key)), hookActors(hookActors) {}
 
   std::string name() const { return mesh.name(); }
   std::vector<std::pair<std::string, int64_t>> shape() const {
@@ -235,7 +320,8 @@ public:
 
   PyProcs slice(const std::string &dim, int64_t start, int64_t stop,
                 int64_t step) const {
-    return PyProcs(sliced(mesh, dim, start, stop, step), log);
+    return PyProcs(sliced(mesh, dim, start, stop, step), log, port, key,
+                   hookActors);
   }
 
   /// Spawns "monarch.PythonActor" on every proc of the view.
@@ -248,6 +334,8 @@ public:
     }
     if (!r->ok())
       throw std::runtime_error(r->status().message());
+    if (hookActors)
+      r->value().supervise(queueingHook(log, key));
     return PyActors(std::move(r->value()));
   }
 
@@ -260,6 +348,13 @@ public:
     for (const auto &e : log->events)
       out.emplace_back(e.mesh, e.rank, e.reason);
     return out;
+  }
+
+  /// (addr, port) of the port on which owning actors spawned on these procs
+  /// escalate the supervision events they did not handle.
+  std::pair<std::string, int64_t> supervisionPort() const {
+    auto ref = port->ref();
+    return {ref.addr(), static_cast<int64_t>(ref.port())};
   }
 
   void stop() const {
@@ -275,6 +370,9 @@ public:
 private:
   monarch::ProcMesh mesh;
   std::shared_ptr<EventLog> log;
+  std::shared_ptr<monarch::Port> port;
+  std::string key;
+  bool hookActors;
 };
 
 PyProcs spawnProcs(const std::vector<std::pair<std::string, int64_t>> &shape,
@@ -292,15 +390,61 @@ PyProcs spawnProcs(const std::vector<std::pair<std::string, int64_t>> &shape,
   if (!r->ok())
     throw std::runtime_error(r->status().message());
   auto log = std::make_shared<EventLog>();
-  // Handled here: Python raises the failure at the calls that touch it
-  // (SupervisionError) instead of the default root handler ending the
-  // controller; the events stay readable through Procs.events().
-  r->value().supervise([log](const monarch::SupervisionEvent &event) {
-    std::lock_guard<std::mutex> guard(log->mu);
-    log->events.push_back(event);
-    return true;
-  });
-  return PyProcs(std::move(r->value()), std::move(log));
+  // Handled here: Python decides (the owner's __supervise__, escalation, the
+  // controller's unhandled_fault_hook) and raises the failure at the calls
+  // that touch it (SupervisionError) instead of the default root handler
+  // ending the process; the events stay readable through Procs.events().
+  r->value().supervise(queueingHook(log, name));
+  return PyProcs(std::move(r->value()), std::move(log), escalationPort(name),
+                 name, false);
+}
+
+/// The tensor workers' proc mesh (a "monarch.ProcMesh" capsule from
+/// monarch._C): actors spawned there share a process with their rank's
+/// executor (rref). Its proc-level supervision stays with the tensor
+/// controller.
+PyProcs procsFromCapsule(const py::capsule &capsule, const std::string &key) {
+  if (std::string(capsule.name() ? capsule.name() : "") != "monarch.ProcMesh")
+    throw py::type_error("procs_from_capsule takes a monarch.ProcMesh capsule");
+  const auto *procs = capsule.get_pointer<monarch::ProcMesh>();
+  return PyProcs(*procs, std::make_shared<EventLog>(), escalationPort(key), key,
+                 true);
+}
+
+/// The next queued supervision event: (procs, kind, mesh, rank, reason), or
+/// None after the timeout.
+py::object nextSupervisionEvent(int64_t timeoutMs) {
+  std::optional<QueuedEvent> event;
+  {
+    py::gil_scoped_release release;
+    event = SupervisionQueue::instance().pop(
+        std::chrono::milliseconds(std::max<int64_t>(timeoutMs, 0)));
+  }
+  if (!event)
+    return py::none();
+  return py::make_tuple(event->procs, event->kind, event->event.mesh,
+                        event->event.rank, event->event.reason);
+}
+
+/// Sends an unhandled event up to the owner's port (see spawnProcs).
+void escalate(const std::string &addr, int64_t port, const std::string &mesh,
+              int64_t rank, const std::string &reason) {
+  monarch::proto::PortRef ref;
+  ref.set_addr(addr);
+  ref.set_port(static_cast<uint64_t>(port));
+  monarch::proto::Value value;
+  monarch::PayloadList payloads;
+  monarch::encodeValue(
+      std::vector<std::string>{mesh, std::to_string(rank), reason}, value,
+      payloads);
+  monarch::Status status;
+  {
+    py::gil_scoped_release release;
+    status = monarch::sendToPort(ref, std::move(value), std::move(payloads));
+  }
+  if (!status.isOk())
+    throw std::runtime_error("escalating a supervision event: " +
+                             status.toString());
 }
 
 // -- The actor class served by Python workers --------------------------------
@@ -407,10 +551,16 @@ PYBIND11_MODULE(_actors, m) {
       .def("spawn", &PyProcs::spawn)
       .def("pids", &PyProcs::pids)
       .def("events", &PyProcs::events)
+      .def("supervision_port", &PyProcs::supervisionPort)
       .def("stop", &PyProcs::stop);
 
   m.def("spawn_procs", &spawnProcs, py::arg("shape"), py::arg("name"),
         py::arg("worker_path"), py::arg("ready_timeout_ms") = 30000);
+  m.def("procs_from_capsule", &procsFromCapsule, py::arg("capsule"),
+        py::arg("key"));
+  m.def("next_supervision_event", &nextSupervisionEvent, py::arg("timeout_ms"));
+  m.def("escalate", &escalate, py::arg("addr"), py::arg("port"),
+        py::arg("mesh"), py::arg("rank"), py::arg("reason"));
   m.def("is_worker_process", &monarch::isWorkerProcess);
   m.def("run_worker", [] {
     int rc;

@@ -74,7 +74,8 @@ public:
     plan::Program program;
     std::string data = programBytes;
     if (!program.ParseFromString(data))
-      throw py::value_error("declare: the bytes are not a serialized plan.Program");
+      throw py::value_error(
+          "declare: the bytes are not a serialized plan.Program");
     monarch::Status status;
     {
       py::gil_scoped_release release;
@@ -103,7 +104,8 @@ public:
     std::optional<ControllerEvent> event;
     {
       py::gil_scoped_release release;
-      event = get().next(std::chrono::milliseconds(std::max<int64_t>(timeoutMs, 0)));
+      event = get().next(
+          std::chrono::milliseconds(std::max<int64_t>(timeoutMs, 0)));
     }
     if (!event)
       return py::none();
@@ -117,6 +119,22 @@ public:
   int64_t size() { return get().size(); }
 
   std::vector<int> pids() { return get().pids(); }
+
+  /// The workers' proc mesh for monarch._actors (actors beside the
+  /// executors: Python tensor workers, rref), as a capsule "monarch.ProcMesh"
+  /// owning a ProcMesh handle. Both extensions link the one MonarchRuntime.
+  py::capsule procsCapsule() {
+    auto procs = get().procMesh();
+    if (!procs)
+      throw std::runtime_error("the controller was stopped");
+    auto owned = std::make_unique<monarch::ProcMesh>(std::move(*procs));
+    py::capsule capsule(owned.get(), "monarch.ProcMesh", [](PyObject *c) {
+      std::unique_ptr<monarch::ProcMesh>(static_cast<monarch::ProcMesh *>(
+          PyCapsule_GetPointer(c, "monarch.ProcMesh")));
+    });
+    owned.release(); // now the capsule's
+    return capsule;
+  }
 
   void stop() {
     if (!controller)
@@ -138,7 +156,8 @@ private:
 } // namespace
 
 PYBIND11_MODULE(_C, m) {
-  m.doc() = "monarch._C: the C++ tensor controller (runtime/tensor Controller.h)";
+  m.doc() =
+      "monarch._C: the C++ tensor controller (runtime/tensor Controller.h)";
   py::class_<PyController>(m, "Controller")
       .def(py::init<std::vector<std::pair<std::string, int64_t>>, int64_t,
                     int64_t, std::string>(),
@@ -149,5 +168,6 @@ PYBIND11_MODULE(_C, m) {
       .def("next_event", &PyController::nextEvent, py::arg("timeout_ms") = 0)
       .def("size", &PyController::size)
       .def("pids", &PyController::pids)
+      .def("procs_capsule", &PyController::procsCapsule)
       .def("stop", &PyController::stop);
 }

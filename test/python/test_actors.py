@@ -96,6 +96,40 @@ class BadInit(Actor):
         raise RuntimeError("cannot construct")
 
 
+class Owner(Actor):
+    """Spawns a child actor mesh from an endpoint and owns it."""
+
+    def __init__(self, handles: bool):
+        self.handles = handles
+        self.seen = []
+
+    @endpoint
+    def start(self, n: int):
+        self.procs = this_host().spawn_procs({"gpu": n}, backend="sim")
+        self.children = self.procs.spawn("children", Counter, 7)
+        return self.children.get.call().get(timeout=10).values()
+
+    @endpoint
+    def kill_child(self, rank: int, code: int) -> None:
+        self.children.slice(gpu=rank).exit.broadcast(code)
+
+    @endpoint
+    def fail_child(self, rank: int, message: str) -> None:
+        self.children.slice(gpu=rank).fail.broadcast(message)
+
+    @endpoint
+    def seen_events(self):
+        return [(e.mesh, e.rank, e.reason) for e in self.seen]
+
+    @endpoint
+    def child_value(self, rank: int) -> int:
+        return self.children.slice(gpu=rank).get.call_one().get(timeout=5)
+
+    def __supervise__(self, event) -> bool:
+        self.seen.append(event)
+        return self.handles
+
+
 # -- fixtures --------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -166,6 +200,13 @@ def test_broadcast_then_call(procs):
     c.slice(host=1).incr.broadcast(by=10)
     # Per sender->actor FIFO: the broadcasts are handled before this call.
     assert c.get.call().get().values() == [3, 3, 13, 13]
+
+
+def test_rref_needs_actors_beside_tensor_workers(counters):
+    # These actors live in their own processes (the mesh's tensors are
+    # simulated in the controller): no local shards to give them.
+    with pytest.raises(NotImplementedError, match="tensor_worker='python'"):
+        counters.get.rref()
 
 
 def test_stream(counters):
@@ -278,6 +319,76 @@ def test_broadcast_failure_stops_the_actor(procs):
     assert c.slice(host=1).get.call().get(timeout=5).values() == [0, 0]
 
 
+def _wait_until(predicate, timeout: float = 10.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_owner_supervise_handles_child_failures(procs):
+    owner = procs.slice(host=0, gpu=0).spawn("owner_handles", Owner, True)
+    assert owner.start.call_one(3).get(timeout=60) == [7, 7, 7]
+    # A child process dies: the owner's __supervise__ sees it within a second.
+    start = time.monotonic()
+    owner.kill_child.call_one(1, 5).get(timeout=10)
+    seen = _wait_until(lambda: owner.seen_events.call_one().get(timeout=5), 5, "__supervise__")
+    assert time.monotonic() - start < 1.0
+    (mesh, rank, reason), = seen
+    assert rank == 1 and "exited with code 5" in reason
+    # Handled: the owner lives on and the slices without rank 1 keep working.
+    assert owner.child_value.call_one(0).get(timeout=10) == 7
+    assert owner.child_value.call_one(2).get(timeout=10) == 7
+    with pytest.raises(ActorError, match="rank 1"):
+        owner.child_value.call_one(1).get(timeout=10)
+    # A child actor fails in a broadcast: an event of the child actor mesh.
+    owner.fail_child.call_one(2, "child broke").get(timeout=10)
+    seen = _wait_until(lambda: (lambda s: s if len(s) == 2 else None)(
+        owner.seen_events.call_one().get(timeout=5)), 5, "second event")
+    assert seen[1][0] == "children" and seen[1][1] == 2 and "child broke" in seen[1][2]
+    assert owner.child_value.call_one(0).get(timeout=10) == 7
+
+
+def test_unhandled_child_failure_propagates_to_the_controller(procs, monkeypatch):
+    import monarch.actor
+
+    reached = []
+    monkeypatch.setattr(monarch.actor, "unhandled_fault_hook", reached.append)
+    owner = procs.slice(host=1, gpu=1).spawn("owner_ignores", Owner, False)
+    assert owner.start.call_one(2).get(timeout=60) == [7, 7]
+    owner.kill_child.call_one(0, 9).get(timeout=10)
+    event = _wait_until(lambda: next((e for e in reached if e.mesh == "owner_ignores"), None),
+                        5, "the escalated event at the controller")
+    assert event.rank == 0  # the owner's rank in its own mesh
+    assert "unhandled supervision: mesh" in event.reason and "exited with code 9" in event.reason
+    # The owner failed: its calls raise a supervision error naming it.
+    with pytest.raises(SupervisionError, match="owner_ignores") as info:
+        owner.seen_events.call_one().get(timeout=5)
+    assert info.value.mesh == "owner_ignores" and info.value.rank == 0
+    # Other actors on the same procs are untouched.
+    assert procs.slice(host=1, gpu=1).spawn("bystander", Counter, 3).get.call_one().get() == 3
+
+
+def test_unhandled_event_at_the_controller_is_reported(procs, capfd):
+    c = procs.spawn("reported", Counter)
+    c.slice(host=1, gpu=0).fail.broadcast("nobody handles this")
+    err = []
+
+    def reported():
+        err.append(capfd.readouterr().err)
+        text = "".join(err)
+        at = text.find("monarch: unhandled supervision event at the controller: "
+                       "supervision: mesh 'reported' rank 2 failed:")
+        return at >= 0 and "nobody handles this" in text[at:]
+
+    _wait_until(reported, 5, "the report on stderr")
+    with pytest.raises(SupervisionError, match="nobody handles this"):
+        c.slice(host=1, gpu=0).get.call_one().get(timeout=5)
+
+
 # -- an actor defined in the controller's __main__ ----------------------------------
 
 def test_main_defined_actor(tmp_path):
@@ -293,10 +404,20 @@ def test_main_defined_actor(tmp_path):
             def greet(self, name):
                 return f"{self.greeting}, {name}"
 
+        class Parent(Actor):
+            @endpoint
+            def children_greet(self, name):
+                # an actor spawning actors of the script's classes
+                self.procs = this_host().spawn_procs({"gpu": 1}, backend="sim")
+                kids = self.procs.spawn("kids", Greeter, "hi")
+                return kids.greet.call_one(name).get()
+
         if __name__ == "__main__":
             procs = this_host().spawn_procs({"gpu": 2}, backend="sim")
             greeters = procs.spawn("greeters", Greeter, "hello")
             print(greeters.greet.call("world").get().values())
+            parent = procs.slice(gpu=0).spawn("parent", Parent)
+            print(parent.children_greet.call_one("kid").get())
             procs.stop()
     """))
     env = dict(os.environ)
@@ -304,3 +425,4 @@ def test_main_defined_actor(tmp_path):
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "['hello, world', 'hello, world']" in out.stdout
+    assert "hi, kid" in out.stdout

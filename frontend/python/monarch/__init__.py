@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ._errors import MonarchUsageError, RemoteException, SupervisionError
 from ._proc_mesh import ProcMesh
+from ._remote import Remote, remote
 from ._session import Future
 from ._stream import Borrow, Stream, get_active_stream
 from ._tensor import (
@@ -35,6 +36,7 @@ __all__ = [
     "Future",
     "MonarchUsageError",
     "ProcMesh",
+    "Remote",
     "RemoteException",
     "Stream",
     "SupervisionError",
@@ -47,6 +49,7 @@ __all__ = [
     "inspect",
     "reduce",
     "reduce_",
+    "remote",
     "show",
     "trace",
 ]

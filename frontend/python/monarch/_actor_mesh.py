@@ -64,6 +64,31 @@ class SupervisionError(_BaseSupervisionError):
         RuntimeError.__init__(self, message)
 
 
+class SupervisionEvent:
+    """What ``__supervise__`` receives: ``mesh`` failed at ``rank`` because of
+    ``reason``. ``mesh`` names an actor mesh (an actor stopped, or an owning
+    actor below did not handle an event of its own children) or the proc mesh
+    of a process that died."""
+
+    def __init__(self, mesh: str, rank: int, reason: str, procs: str = ""):
+        self.mesh = mesh
+        self.rank = rank
+        self.reason = reason
+        self.procs = procs
+
+    def report(self) -> str:
+        return str(self)
+
+    def __str__(self) -> str:
+        return f"supervision: mesh '{self.mesh}' rank {self.rank} failed: {self.reason}"
+
+    def __repr__(self) -> str:
+        return f"<SupervisionEvent {self}>"
+
+    def __reduce__(self):
+        return (SupervisionEvent, (self.mesh, self.rank, self.reason, self.procs))
+
+
 _WHERE = re.compile(r"^([^\[\s]+)\[(\d+)\]")
 
 
@@ -252,6 +277,10 @@ def _unpack_reply(frames: List[Any], endpoint: str) -> Any:
     reply = loads(frames)
     if reply[0] == "ok":
         return reply[1]
+    if reply[0] == "stopped":  # the actor failed an unhandled supervision event
+        _, mesh, rank, reason = reply
+        raise SupervisionError(f"supervision: actor mesh '{mesh}' rank {rank} failed: {reason}",
+                               mesh, rank)
     _, exc, tb, where = reply
     raise ActorError(where, exc, tb)
 
@@ -320,7 +349,7 @@ class ValueMesh:
 _states: "weakref.WeakKeyDictionary[Any, _ActorProcs]" = weakref.WeakKeyDictionary()
 _all_states: List["weakref.ref[_ActorProcs]"] = []
 _lock = threading.Lock()
-_launcher: Optional[str] = None
+_launchers: Dict[str, str] = {}
 _counter = [0]
 
 
@@ -334,23 +363,33 @@ def _python_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _launcher_path() -> str:
-    """A launcher script: the local launcher execs one path, no arguments."""
-    global _launcher
-    env = os.environ.get("MONARCH_PYTHON_WORKER")
+def _launcher_path(kind: str = "actor") -> str:
+    """A launcher script for a Python worker (the local launcher execs one
+    path, no arguments): ``kind`` "actor" (Python actors only) or "tensor"
+    (the C++ TensorWorker plus Python actors and remote functions)."""
+    env = os.environ.get("MONARCH_PYTHON_WORKER") if kind == "actor" else None
     if env:
         return env
-    if _launcher is None:
+    if kind not in _launchers:
         d = tempfile.mkdtemp(prefix="monarch-pyworker-")
-        path = os.path.join(d, "monarch-python-worker")
+        path = os.path.join(d, f"monarch-python-{kind}-worker")
         root = _python_root()
         script = os.path.join(root, "monarch", "_worker.py")
+        main = sys.modules.get("__main__")
+        main_file = os.path.abspath(main.__file__) if getattr(main, "__file__", None) else ""
+        exports = {
+            "MONARCH_PYTHON_ROOT": root,
+            "MONARCH_WORKER_KIND": kind,
+            "MONARCH_PYTHON_PATH": os.pathsep.join(p for p in sys.path if p),
+            "MONARCH_MAIN_FILE": main_file,
+        }
         with open(path, "w") as f:
-            f.write("#!/bin/sh\n"
-                    f"MONARCH_PYTHON_ROOT={shlex.quote(root)}; export MONARCH_PYTHON_ROOT\n"
-                    f"exec {shlex.quote(sys.executable)} -u {shlex.quote(script)}\n")
+            f.write("#!/bin/sh\n")
+            for k, v in exports.items():
+                f.write(f"{k}={shlex.quote(v)}; export {k}\n")
+            f.write(f"exec {shlex.quote(sys.executable)} -u {shlex.quote(script)}\n")
         os.chmod(path, 0o700)
-        _launcher = path
+        _launchers[kind] = path
 
         def cleanup(d: str = d, path: str = path) -> None:
             try:
@@ -360,24 +399,48 @@ def _launcher_path() -> str:
                 pass
 
         atexit.register(cleanup)
-    return _launcher
+    return _launchers[kind]
 
 
 class _ActorProcs:
-    """The Python worker processes of one root proc mesh (same shape)."""
+    """The Python worker processes of one root proc mesh (same shape), owned by
+    the actor that spawned them (None: the controller)."""
 
-    def __init__(self, shape: List[Tuple[str, int]]):
+    def __init__(self, shape: List[Tuple[str, int]], owner: Any = None, session: Any = None):
         _counter[0] += 1
         self.shape = list(shape)
-        self.procs = _actors_ext().spawn_procs(
-            [(n, int(s)) for n, s in shape], f"actorprocs{_counter[0]}", _launcher_path())
+        self.name = f"procs{_counter[0]}"
+        if _in_worker():
+            self.name = f"procs{_counter[0]}@{os.getpid()}"
+        # With Python tensor workers the actors live in the tensor workers'
+        # processes (beside their rank's executor: rref); else in their own.
+        self.session = session
+        if session is not None:
+            self.procs = _actors_ext().procs_from_capsule(
+                session._backend.procs_capsule(), self.name)
+        else:
+            self.procs = _actors_ext().spawn_procs(
+                [(n, int(s)) for n, s in shape], self.name, _launcher_path())
         self.stopped = False
         self.names_used: set = set()
+        self.owner = owner
+        # Actor meshes on these procs whose actors failed an escalated event:
+        # {mesh: {rank: reason}}.
+        self.failed: Dict[str, Dict[int, str]] = {}
+        # rref with propagate="cached": {(actor mesh, endpoint): CachedMeta}.
+        self.cached_meta: Dict[Tuple[str, str], Any] = {}
+        _by_name[self.name] = weakref.ref(self)
+        _start_dispatcher()
 
     def stop(self) -> None:
         if not self.stopped:
             self.stopped = True
-            self.procs.stop()
+            if self.session is None:  # tensor workers: stopped by the session
+                self.procs.stop()
+
+
+def _in_worker() -> bool:
+    return "monarch._worker" in sys.modules and sys.modules["monarch._worker"].current_context() is not None
 
 
 def _procs_for(proc_mesh: Any) -> _ActorProcs:
@@ -385,7 +448,15 @@ def _procs_for(proc_mesh: Any) -> _ActorProcs:
     with _lock:
         state = _states.get(session)
         if state is None or state.stopped:
-            state = _ActorProcs([(n, s) for n, s in session.shape])
+            owner = None
+            worker = sys.modules.get("monarch._worker")
+            if worker is not None:
+                owner = worker.current_instance()
+            on_tensor_workers = (getattr(session, "backend_kind", "") == "c"
+                                 and getattr(session, "tensor_worker", "") == "python"
+                                 and session.has_workers)
+            state = _ActorProcs([(n, s) for n, s in session.shape], owner,
+                                session if on_tensor_workers else None)
             _states[session] = state
             _all_states.append(weakref.ref(state))
         return state
@@ -408,6 +479,62 @@ def _stop_all() -> None:
                 state.stop()
             except Exception:
                 pass
+
+
+# -- supervision ---------------------------------------------------------------
+
+_by_name: Dict[str, "weakref.ref[_ActorProcs]"] = {}
+_dispatcher: Optional[threading.Thread] = None
+_dispatcher_stop = threading.Event()
+
+
+def _start_dispatcher() -> None:
+    """One thread per process runs the owners' ``__supervise__`` for the events
+    the runtime queues (its hooks run on the io thread and cannot call Python)."""
+    global _dispatcher
+    if _dispatcher is not None:
+        return
+    _dispatcher = threading.Thread(target=_dispatch_loop, name="monarch-supervision",
+                                   daemon=True)
+    _dispatcher.start()
+
+    def stop() -> None:
+        _dispatcher_stop.set()
+        if _dispatcher is not None:
+            _dispatcher.join(timeout=2)
+
+    atexit.register(stop)
+
+
+def _dispatch_loop() -> None:
+    ext = _actors_ext()
+    while not _dispatcher_stop.is_set():
+        queued = ext.next_supervision_event(100)
+        if queued is None:
+            continue
+        procs_name, kind, mesh, rank, reason = queued
+        try:
+            _dispatch(procs_name, kind, SupervisionEvent(mesh, rank, reason, procs_name))
+        except BaseException as e:  # noqa: BLE001 - the dispatcher must live on
+            sys.stderr.write(f"monarch: handling {mesh}[{rank}] failed: {e!r}\n")
+
+
+def _dispatch(procs_name: str, kind: str, event: SupervisionEvent) -> None:
+    ref = _by_name.get(procs_name)
+    state = ref() if ref is not None else None
+    if state is None or state.stopped:
+        return
+    if kind == "escalated":
+        with _lock:
+            state.failed.setdefault(event.mesh, {})[event.rank] = event.reason
+    if state.owner is None:
+        from . import actor
+
+        actor.unhandled_fault_hook(event)
+        return
+    from . import _worker
+
+    _worker.supervise(state.owner, event)
 
 
 def _box(indices: Sequence[int], sizes: Sequence[int]) -> Optional[List[Tuple[int, int, int]]]:
@@ -474,9 +601,15 @@ def spawn(proc_mesh: Any, name: str, actor_class: type, *args: Any, **kwargs: An
             f"spawning actors on a view whose ranks {ranks} are not a box of the root mesh")
     procs = _sliced(state.procs, state.shape, ranges)
     payload = dumps((actor_class, args, kwargs))
-    needs_main = actor_class.__module__ == "__main__" or b"__main__" in bytes(payload[0])
+    # In a worker the controller's __main__ runs as __mp_main__ (an actor
+    # spawning actors of the script's classes ships the same source on).
+    pickled = bytes(payload[0])
+    needs_main = (actor_class.__module__ in ("__main__", "__mp_main__")
+                  or b"__main__" in pickled or b"__mp_main__" in pickled)
+    addr, port = state.procs.supervision_port()
     header = {
         "mesh": name,
+        "owner_port": (addr, port),
         "names": list(view.names),
         "sizes": list(view.sizes),
         "ranks": ranks,
@@ -485,7 +618,9 @@ def spawn(proc_mesh: Any, name: str, actor_class: type, *args: Any, **kwargs: An
     }
     frames = [pickle.dumps(header, protocol=5)] + payload
     handle = procs.spawn(name, frames)
-    return ActorMesh(state, name, actor_class, handle, ranks, view)
+    mesh = ActorMesh(state, name, actor_class, handle, ranks, view)
+    mesh._proc_mesh = proc_mesh
+    return mesh
 
 
 # -- actor meshes ----------------------------------------------------------------
@@ -505,6 +640,7 @@ class ActorMesh:
         self._view = view
         self._targets: Optional[List[Tuple[Any, List[int]]]] = None
         self._endpoints = set(endpoint_names(actor_class))
+        self._proc_mesh: Any = None  # the ProcMesh (view) the actors are on
 
     # -- shape -------------------------------------------------------------------
     @property
@@ -533,6 +669,8 @@ class ActorMesh:
         mesh.__dict__.update(self.__dict__)
         mesh._view = view
         mesh._targets = None
+        if self._proc_mesh is not None:
+            mesh._proc_mesh = self._proc_mesh.slice(**coords)
         return mesh
 
     def __getattr__(self, name: str) -> "Endpoint":
@@ -570,6 +708,14 @@ class ActorMesh:
         if self._state.stopped:
             raise SupervisionError(f"actor mesh '{self._name}': its procs were stopped",
                                    self._name, -1)
+        failed = self._state.failed.get(self._name)
+        if failed:
+            for r in self._view.ranks():
+                position = self._position[r]
+                if position in failed:
+                    raise SupervisionError(
+                        f"supervision: actor mesh '{self._name}' rank {position} failed: "
+                        f"{failed[position]}", self._name, position)
 
 
 class Endpoint:
@@ -650,9 +796,45 @@ class Endpoint:
         return gen()
 
     def rref(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(
-            "rref (distributed tensors in and out of actors) is not implemented yet; "
-            "see docs/python.md, Actors")
+        """Every actor, on distributed tensors: each actor's endpoint gets its
+        rank's local shards, in the process of that rank's tensor worker, and
+        the tensors it returns form the result (distributed tensors, shapes
+        from ``@endpoint(propagate=...)``)."""
+        from ._remote import call_distributed
+
+        mesh = self._mesh
+        mesh._check_alive()
+        if mesh._state.session is None:
+            raise NotImplementedError(
+                f"rref on '{mesh._name}': its actors are not beside the tensor workers; spawn "
+                "them on a mesh made with this_host().spawn_procs(..., tensor_worker='python') "
+                "(backend 'c')")
+        prop = None
+        for klass in mesh._class.__mro__:
+            value = vars(klass).get(self._name)
+            if isinstance(value, EndpointProperty):
+                prop = value._propagate
+                break
+        if prop is None or (isinstance(prop, str) and prop != "cached"):
+            raise ValueError(f"rref of endpoint '{self._name}' needs "
+                             "@endpoint(propagate=fn or 'cached'): fn gives the result shapes "
+                             "from fake inputs (the arguments without self)")
+        from ._remote import CachedMeta
+        from ._remote_exec import META_PREFIX
+
+        key = (mesh._name, self._name)
+        cached = mesh._state.cached_meta.get(key)
+        if cached is None:
+            probe_endpoint = META_PREFIX + self._name
+            cached = mesh._state.cached_meta[key] = CachedMeta(
+                lambda sink, a, results, pm, stream, loc: sink.call_actor(
+                    mesh._name, probe_endpoint, a, results, pm, stream, loc))
+        fn = endpoint_function(mesh._class, self._name)
+        return call_distributed(
+            f"endpoint {mesh._name}.{self._name}", fn, prop, args, kwargs, mesh._proc_mesh,
+            lambda sink, a, results, pm, stream, loc: sink.call_actor(
+                mesh._name, self._name, a, results, pm, stream, loc),
+            skip_self=True, probe=cached.meta)
 
     def _one(self, handle: Any) -> Future:
         ep = self._name

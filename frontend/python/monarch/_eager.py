@@ -58,6 +58,31 @@ class EagerSink:
         call.results.extend(r._ref.id for r in results)
         self.s.send(inst)
 
+    def call_function(self, name: str, args: Sequence[Any], results: List[Any], mesh: Any,
+                      stream: Any, loc: str) -> None:
+        """A function the workers run by name (monarch.remote)."""
+        mid, sid = self._ids(mesh, stream)
+        inst = self.s.instruction(mid, sid, loc)
+        call = inst.call_function
+        call.name = name
+        for a in args:
+            call.args.append(to_value(a, "", lambda t: t._ref.id))
+        call.results.extend(r._ref.id for r in results)
+        self.s.send(inst)
+
+    def call_actor(self, actor: str, endpoint: str, args: Sequence[Any], results: List[Any],
+                   mesh: Any, stream: Any, loc: str) -> None:
+        """An endpoint of the actors beside the workers, on local shards (rref)."""
+        mid, sid = self._ids(mesh, stream)
+        inst = self.s.instruction(mid, sid, loc)
+        call = inst.call_actor
+        call.actor = actor
+        call.endpoint = endpoint
+        for a in args:
+            call.args.append(to_value(a, "", lambda t: t._ref.id))
+        call.results.extend(r._ref.id for r in results)
+        self.s.send(inst)
+
     def rank(self, mesh: Any, dims: Sequence[str], result: Any, stream: Any, loc: str) -> None:
         mid, sid = self._ids(mesh, stream)
         inst = self.s.instruction(mid, sid, loc)

@@ -148,6 +148,7 @@ def spawn_procs(
     backend: Optional[str] = None,
     memory_cap: int = 0,
     timeout_ms: int = 60000,
+    tensor_worker: str = "",
     **sizes: int,
 ) -> ProcMesh:
     shape_dict: Dict[str, int] = dict(per_host or {})
@@ -160,5 +161,5 @@ def spawn_procs(
 
     tracing = _trace_mlir.current() is not None and _trace_mlir.current().standalone
     session = Session(shape, backend=backend, memory_cap=memory_cap, timeout_ms=timeout_ms,
-                      workers=not tracing)
+                      workers=not tracing, tensor_worker=tensor_worker)
     return ProcMesh(session, view)

@@ -117,7 +117,13 @@ class Session:
         memory_cap: int = 0,
         timeout_ms: int = _DEFAULT_TIMEOUT_MS,
         workers: bool = True,
+        tensor_worker: str = "",
     ):
+        self.tensor_worker = tensor_worker or os.environ.get("MONARCH_TENSOR_WORKER_KIND",
+                                                             "native")
+        if self.tensor_worker not in ("native", "python"):
+            raise ValueError(f"tensor_worker must be 'native' or 'python', not "
+                             f"{self.tensor_worker!r}")
         self.root_view = MeshView.root(shape)
         self.shape = list(shape)
         self.mesh_ids: Dict[MeshView, int] = {self.root_view: 0}
@@ -149,16 +155,33 @@ class Session:
 
     def _start_backend(self, program: Any = None) -> None:
         if self.backend_kind == "c":
+            if os.environ.get("MONARCH_WORKER_KIND") == "tensor":
+                raise RuntimeError(
+                    "an actor on a Python tensor worker cannot start backend 'c' meshes (this "
+                    "process holds the worker's copy of the plan schema); use backend='sim'")
             _C = _c_module()
             if _C is None:
                 raise ImportError(
                     "monarch._C is not built; build the frontend or set MONARCH_BACKEND=sim"
                 )
+            if self.tensor_worker == "python":
+                from ._actor_mesh import _launcher_path
+
+                import importlib.util
+
+                # Only workers import it: it carries its own copy of the plan
+                # schema, which must not meet _C's in one process.
+                if importlib.util.find_spec("monarch._tensor_worker") is None:
+                    raise ImportError("monarch._tensor_worker is not built (Python tensor "
+                                      "workers need libtorch_python)")
+                worker = _launcher_path("tensor")
+            else:
+                worker = _worker_path()
             self._backend = _C.Controller(
                 [(n, s) for n, s in self.shape],
                 memory_cap=self.memory_cap,
                 timeout_ms=self.timeout_ms,
-                worker_path=_worker_path(),
+                worker_path=worker,
             )
         elif self.backend_kind == "sim":
             from ._sim import SimBackend

@@ -257,6 +257,38 @@ class SimBackend:
         for r, t in zip(results, flat):
             self.refs[rank][r] = t
 
+    def _call_function(self, rank: int, inst: "plan.Instruction") -> None:
+        """A Python function by name (monarch.remote), as the Python tensor
+        worker runs it (_remote_exec)."""
+        from . import _remote_exec
+
+        call = inst.call_function
+        results = list(call.results)
+        if not call.name.startswith((_remote_exec.PREFIX, _remote_exec.META_PREFIX)):
+            self._fail(rank, inst, results, f"no function registered as '{call.name}'")
+            return
+        try:
+            args = [self._value(rank, a) for a in call.args]
+        except _Dependent as d:
+            for r in results:
+                self.refs[rank][r] = d.err
+            return
+        from ._tensor import _local
+
+        try:
+            with _local():  # the simulated worker runs plain torch
+                out = _remote_exec.call(call.name, args)
+            if len(out) != len(results):
+                # worded as the C++ executor's
+                self._fail(rank, inst, results, f"produced {len(out)} tensors but the "
+                           f"instruction binds {len(results)} results")
+                return
+        except Exception as e:
+            self._fail(rank, inst, results, f"{type(e).__name__}: {e}")
+            return
+        for r, t in zip(results, out):
+            self.refs[rank][r] = t
+
     def _estimate(self, op: Any, args: List[Any], kwargs: Dict[str, Any]) -> int:
         def meta(x: Any) -> Any:
             if isinstance(x, torch.Tensor):

@@ -37,13 +37,24 @@ class WorkerError(RuntimeError):
 _current: contextvars.ContextVar[Optional[Dict[str, Any]]] = contextvars.ContextVar(
     "monarch_actor_context", default=None
 )
+_current_instance: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "monarch_actor_instance", default=None
+)
 _main_loaded: Optional[str] = None
+# The actors of this process by actor mesh name (call_actor finds them).
+_local_actors: Dict[str, Any] = {}
 _loop_local = threading.local()
 
 
 def current_context() -> Optional[Dict[str, Any]]:
     """{"mesh", "rank", "point", "sizes", "proc_rank"} of the running actor."""
     return _current.get()
+
+
+def current_instance() -> Any:
+    """The actor whose constructor or endpoint runs in this context (the owner
+    of the proc and actor meshes it spawns), or None."""
+    return _current_instance.get()
 
 
 def _loop() -> asyncio.AbstractEventLoop:
@@ -89,12 +100,21 @@ def construct(frames: List[Any], ctx: Dict[str, Any]) -> Any:
             _load_main(path, source)
         cls, args, kwargs = am.loads(frames[1:])
         info = _context_info(header, ctx)
-        token = _current.set(info)
-        try:
-            instance = cls(*args, **kwargs)
-        finally:
-            _current.reset(token)
+        info["owner_port"] = header.get("owner_port")
+        instance = cls.__new__(cls)
+        # One lock per actor: endpoints (runtime threads) and __supervise__
+        # (the supervision thread) never run at the same time.
+        instance.__dict__["_monarch_lock"] = threading.RLock()
         instance.__dict__["_monarch_context"] = info
+        token = _current.set(info)
+        itoken = _current_instance.set(instance)
+        try:
+            with instance.__dict__["_monarch_lock"]:
+                instance.__init__(*args, **kwargs)
+        finally:
+            _current_instance.reset(itoken)
+            _current.reset(token)
+        _local_actors[str(info["mesh"])] = instance
         return instance
     except BaseException:
         raise WorkerError(
@@ -132,7 +152,15 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
 
     info = instance.__dict__.get("_monarch_context") or {}
     token = _current.set(info)
+    itoken = _current_instance.set(instance)
+    lock = instance.__dict__["_monarch_lock"]
+    lock.acquire()
     try:
+        stopped = instance.__dict__.get("_monarch_stopped")
+        if stopped is not None:
+            if flags & FLAG_NO_REPLY:
+                return []
+            return am.dumps(("stopped", info.get("mesh"), info.get("rank"), stopped))
         args, kwargs = am.loads(frames)
         fn = am.endpoint_function(type(instance), method)
         result = fn(instance, *args, **kwargs)
@@ -151,12 +179,82 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
         except Exception:  # the exception itself does not pickle
             return am.dumps(("err", None, tb, where))
     finally:
+        lock.release()
+        _current_instance.reset(itoken)
         _current.reset(token)
         try:
             sys.stdout.flush()
             sys.stderr.flush()
         except Exception:
             pass
+
+
+def call_actor(mesh: str, endpoint: str, args: List[Any]) -> List[Any]:
+    """The rref adverb on a Python tensor worker: the executor calls the
+    endpoint of this process's actor of ``mesh`` with the local shards (on its
+    stream thread); the tensors returned become the results' shards."""
+    from . import _actor_mesh as am
+    from . import _remote_exec
+
+    instance = _local_actors.get(mesh)
+    if instance is None:
+        raise RuntimeError(f"no actor of mesh '{mesh}' in this process")
+    info = instance.__dict__.get("_monarch_context") or {}
+    token = _current.set(info)
+    itoken = _current_instance.set(instance)
+    try:
+        with instance.__dict__["_monarch_lock"]:
+            stopped = instance.__dict__.get("_monarch_stopped")
+            if stopped is not None:
+                raise RuntimeError(f"actor {mesh}[{info.get('rank')}] is stopped: {stopped}")
+            # "python-meta:<endpoint>": the probe of propagate="cached".
+            meta = endpoint.startswith(_remote_exec.META_PREFIX)
+            name = endpoint[len(_remote_exec.META_PREFIX):] if meta else endpoint
+            fn = am.endpoint_function(type(instance), name)
+            out = fn(instance, *args)
+            if asyncio.iscoroutine(out):
+                out = _loop().run_until_complete(out)
+        single, tensors = _remote_exec._flatten(out, f"endpoint {mesh}.{name}")
+        return [_remote_exec.encode_meta(single, tensors)] if meta else tensors
+    finally:
+        _current_instance.reset(itoken)
+        _current.reset(token)
+
+
+def supervise(instance: Any, event: Any) -> None:
+    """Runs the owner's ``__supervise__(event)`` (under the actor's lock, in its
+    context). Unless it returns True the owner fails: its endpoints answer
+    with a supervision error from now on and the event goes up to its own
+    owner (the controller or another actor) as a failure of this actor."""
+    info = instance.__dict__.get("_monarch_context") or {}
+    handler = getattr(instance, "__supervise__", None)
+    token = _current.set(info)
+    itoken = _current_instance.set(instance)
+    try:
+        with instance.__dict__["_monarch_lock"]:
+            if instance.__dict__.get("_monarch_stopped") is not None:
+                return  # already failed and reported once
+            handled = False
+            reason = f"unhandled {event}"
+            if handler is not None:
+                try:
+                    handled = handler(event) is True
+                except BaseException:  # noqa: BLE001 - the owner fails
+                    reason = _format_error(f"__supervise__ raised on {event}:")
+            if handled:
+                return
+            instance.__dict__["_monarch_stopped"] = reason
+    finally:
+        _current_instance.reset(itoken)
+        _current.reset(token)
+    sys.stderr.write(f"monarch: actor {info.get('mesh')}[{info.get('rank')}] failed: {reason}\n")
+    sys.stderr.flush()
+    owner_port = info.get("owner_port")
+    if owner_port is not None:
+        from . import _actors  # type: ignore[attr-defined]
+
+        _actors.escalate(owner_port[0], int(owner_port[1]), str(info.get("mesh")),
+                         int(info.get("rank", -1)), reason)
 
 
 # -- running as the worker process ------------------------------------------
@@ -203,7 +301,15 @@ def _serve() -> int:
     sys.path[:] = [p for p in sys.path if os.path.realpath(p or ".") != here]
     if root not in sys.path:
         sys.path.insert(0, root)
+    for entry in os.environ.get("MONARCH_PYTHON_PATH", "").split(os.pathsep):
+        if entry and entry not in sys.path and os.path.realpath(entry) != here:
+            sys.path.append(entry)
     _install_lazy_package(root)
+    if os.environ.get("MONARCH_WORKER_KIND") == "tensor":
+        # The C++ TensorWorker in this process, able to run Python functions.
+        import torch  # noqa: F401  (before the extension: it links libtorch_python)
+
+        from monarch import _tensor_worker  # type: ignore[attr-defined]  # noqa: F401
     from monarch import _actors  # type: ignore[attr-defined]
 
     if not _actors.is_worker_process():

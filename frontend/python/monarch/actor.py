@@ -12,6 +12,7 @@ This module imports the tensor side lazily: actor worker processes import it
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
 
 from . import _actor_mesh
@@ -21,8 +22,12 @@ from ._actor_mesh import (
     Endpoint,
     Future,
     SupervisionError,
+    SupervisionEvent,
     ValueMesh,
 )
+
+#: Monarch's name for the event ``__supervise__`` receives.
+MeshFailure = SupervisionEvent
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._proc_mesh import ProcMesh
@@ -34,14 +39,17 @@ __all__ = [
     "Endpoint",
     "Future",
     "HostMesh",
+    "MeshFailure",
     "ProcMesh",
     "SupervisionError",
+    "SupervisionEvent",
     "ValueMesh",
     "current_rank",
     "current_size",
     "endpoint",
     "this_host",
     "this_proc",
+    "unhandled_fault_hook",
 ]
 
 
@@ -66,20 +74,25 @@ class HostMesh:
         backend: Optional[str] = None,
         memory_cap: Optional[int] = None,
         timeout_ms: int = 60000,
+        tensor_worker: str = "",
         **sizes: int,
     ) -> "ProcMesh":
         """Spawns one worker process per coordinate of ``per_host``.
 
         ``memory_cap`` (bytes, per worker; default ``$MONARCH_WORKER_MEMORY_CAP``
         or none) caps CPU tensor memory so that programs can probe sizes;
-        ``backend`` is ``"c"`` (worker processes) or ``"sim"`` (in-process).
+        ``backend`` is ``"c"`` (worker processes) or ``"sim"`` (in-process);
+        ``tensor_worker`` (backend "c") is ``"native"`` (the C++
+        monarch-tensor-worker, default; ``$MONARCH_TENSOR_WORKER_KIND``) or
+        ``"python"`` (the same executor in a Python process: needed by
+        ``monarch.remote``).
         """
         if memory_cap is None:
             memory_cap = int(os.environ.get("MONARCH_WORKER_MEMORY_CAP", "0") or 0)
         from ._proc_mesh import spawn_procs as _spawn_procs
 
         return _spawn_procs(per_host, backend=backend, memory_cap=memory_cap,
-                            timeout_ms=timeout_ms, **sizes)
+                            timeout_ms=timeout_ms, tensor_worker=tensor_worker, **sizes)
 
     def __repr__(self) -> str:
         return f"<HostMesh hosts={self._hosts}>"
@@ -98,7 +111,26 @@ def this_proc() -> HostMesh:
 
 class Actor:
     """Base class of actors: subclass it, mark methods with ``@endpoint`` and
-    spawn it on a proc mesh: ``procs.spawn("trainers", Trainer, *args)``."""
+    spawn it on a proc mesh: ``procs.spawn("trainers", Trainer, *args)``.
+
+    An actor that spawns actor meshes owns them: define
+    ``__supervise__(self, event: SupervisionEvent) -> bool`` to handle their
+    failures (return True); otherwise the actor fails and the event goes up
+    to its own owner (docs/python.md, "Supervision")."""
+
+
+def _report_unhandled(event: SupervisionEvent) -> None:
+    sys.stderr.write(f"monarch: unhandled supervision event at the controller: {event}\n")
+    sys.stderr.flush()
+
+
+#: Called (on the supervision thread) with each supervision event that reaches
+#: the controller unhandled: a proc of a controller-owned mesh died, an actor
+#: stopped after a broadcast raised, or an owning actor did not handle an event
+#: of its children. The default writes it to stderr; calls on the failed ranks
+#: raise SupervisionError either way. Assign ``lambda event: os._exit(1)`` to
+#: make such events end the controller.
+unhandled_fault_hook = _report_unhandled
 
 
 def endpoint(fn: Optional[Callable] = None, *, propagate: Any = None) -> Any:

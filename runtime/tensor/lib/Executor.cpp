@@ -217,10 +217,40 @@ void FunctionRegistry::add(const std::string &name, TensorFunction fn) {
   functions[name] = std::move(fn);
 }
 
-TensorFunction FunctionRegistry::find(const std::string &name) const {
+void FunctionRegistry::setResolver(FunctionResolver r) {
+  std::lock_guard<std::mutex> lock(mutex);
+  resolver = std::move(r);
+}
+
+TensorFunction FunctionRegistry::find(const std::string &name) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = functions.find(name);
-  return it == functions.end() ? nullptr : it->second;
+  if (it != functions.end())
+    return it->second;
+  if (!resolver)
+    return nullptr;
+  TensorFunction fn = resolver(name);
+  if (fn)
+    functions[name] = fn;
+  return fn;
+}
+
+namespace {
+std::mutex bridgeMu;
+std::shared_ptr<ActorBridge> &bridgeSlot() {
+  static std::shared_ptr<ActorBridge> bridge;
+  return bridge;
+}
+} // namespace
+
+void setProcessActorBridge(std::shared_ptr<ActorBridge> bridge) {
+  std::lock_guard<std::mutex> lock(bridgeMu);
+  bridgeSlot() = std::move(bridge);
+}
+
+std::shared_ptr<ActorBridge> processActorBridge() {
+  std::lock_guard<std::mutex> lock(bridgeMu);
+  return bridgeSlot();
 }
 
 // --- the executor -----------------------------------------------------------

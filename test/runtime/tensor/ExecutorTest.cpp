@@ -705,6 +705,33 @@ TEST(Executor, RegisteredFunctionsAndActorEndpoints) {
   EXPECT_EQ(none.failures.size(), 2u);
 }
 
+TEST(Executor, FunctionResolverMakesUnregisteredNamesOnFirstUse) {
+  std::vector<std::string> asked;
+  FunctionRegistry::global().setResolver(
+      [&asked](const std::string &name) -> TensorFunction {
+        asked.push_back(name);
+        if (name.rfind("resolved:", 0) != 0)
+          return nullptr;
+        return [](const std::vector<c10::IValue> &args) {
+          return std::vector<at::Tensor>{args[0].toTensor() + 1};
+        };
+      });
+  PlanBuilder b({{"x", 1}});
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({2})});
+  int64_t r1 = b.ref(), r2 = b.ref(), r3 = b.ref();
+  callFn(b, 0, "resolved:plus1", {val::ref(x)}, {r1});
+  callFn(b, 0, "resolved:plus1", {val::ref(r1)}, {r2});
+  int64_t unknownId = callFn(b, 0, "unresolved", {val::ref(x)}, {r3}).id();
+  int64_t f2 = b.fetch(0, r2), f3 = b.fetch(0, r3);
+  Harness h;
+  h.run(b);
+  FunctionRegistry::global().setResolver(nullptr);
+  EXPECT_TRUE(at::equal(h.value(f2), at::full({2}, 3.f)));
+  EXPECT_EQ(h.error(f3).instruction(), unknownId);
+  // Asked once per name: a function it made is kept.
+  EXPECT_EQ(asked, (std::vector<std::string>{"resolved:plus1", "unresolved"}));
+}
+
 } // namespace
 
 namespace {

@@ -236,4 +236,6 @@ std::vector<int> Controller::pids() const {
   return impl->procs ? impl->procs->pids() : std::vector<int>{};
 }
 
+std::optional<ProcMesh> Controller::procMesh() const { return impl->procs; }
+
 } // namespace monarch::tensor

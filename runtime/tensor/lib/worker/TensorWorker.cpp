@@ -6,6 +6,7 @@
 #include "monarch/runtime/proc/Port.h"
 #include "monarch/runtime/util/Log.h"
 #include "monarch/tensor/Executor.h"
+#include "monarch/tensor/Functions.h"
 
 #include <algorithm>
 #include <dirent.h>
@@ -71,6 +72,7 @@ public:
     if (const char *bind = std::getenv("MONARCH_BIND_CORES");
         bind && std::string(bind) == "1")
       bindToCoreShare(context().rank, options.rootShape);
+    options.actors = processActorBridge(); // rref: actors of this process
     if (!config.store_dir().empty()) {
       auto store = std::make_shared<FileStore>(config.store_dir());
       GlooOptions gloo;

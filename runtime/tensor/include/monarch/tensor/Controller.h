@@ -19,6 +19,7 @@
 #ifndef MONARCH_TENSOR_CONTROLLER_H
 #define MONARCH_TENSOR_CONTROLLER_H
 
+#include "monarch/runtime/proc/ProcMesh.h"
 #include "monarch/tensor/Status.h"
 #include "monarch/tensor/plan.pb.h"
 
@@ -89,6 +90,10 @@ public:
 
   /// Process ids of the workers by rank (tests kill one).
   std::vector<int> pids() const;
+
+  /// The workers' proc mesh (none once stopped): the Python frontend spawns
+  /// actors on it so that they share a process with their rank's executor.
+  std::optional<ProcMesh> procMesh() const;
 
   struct Impl;
 

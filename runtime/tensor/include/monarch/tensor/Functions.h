@@ -13,6 +13,7 @@
 #include <ATen/core/ivalue.h>
 
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -23,17 +24,25 @@ namespace monarch::tensor {
 using TensorFunction =
     std::function<std::vector<at::Tensor>(const std::vector<c10::IValue> &)>;
 
+/// Makes the function for a name no one registered (null: unknown). The
+/// Python tensor worker installs one that resolves "python:module:qualname"
+/// to a Python function (monarch.remote, docs/python.md).
+using FunctionResolver = std::function<TensorFunction(const std::string &)>;
+
 class FunctionRegistry {
 public:
   static FunctionRegistry &global();
   /// Replaces any function of the same name.
   void add(const std::string &name, TensorFunction fn);
+  /// Consulted by find() for unknown names; a function it makes is kept.
+  void setResolver(FunctionResolver resolver);
   /// Null when unknown.
-  TensorFunction find(const std::string &name) const;
+  TensorFunction find(const std::string &name);
 
 private:
-  mutable std::mutex mutex;
+  std::mutex mutex;
   std::unordered_map<std::string, TensorFunction> functions;
+  FunctionResolver resolver;
 };
 
 /// Registers a function at static-initialization time.
@@ -52,6 +61,11 @@ public:
   call(const std::string &actor, const std::string &endpoint,
        const std::vector<c10::IValue> &args) = 0;
 };
+
+/// The bridge the tensor workers of this process give their executors (the
+/// Python tensor worker sets one that calls its Python actors; null: none).
+void setProcessActorBridge(std::shared_ptr<ActorBridge> bridge);
+std::shared_ptr<ActorBridge> processActorBridge();
 
 } // namespace monarch::tensor
 

@@ -1,0 +1,249 @@
+"""monarch.remote and the rref adverb: Python functions and actor endpoints
+run on every rank over distributed tensors (docs/python.md, "Remote functions",
+"Actors on distributed tensors").
+
+Run: PYTHONPATH=build/python /usr/bin/python3 -m pytest test/python/test_remote.py
+
+Each scenario runs on the in-process simulation ("sim") and on Python tensor
+workers (backend "c", tensor_worker="python": the C++ executor in Python
+worker processes); the remote functions are module-level so the workers
+import them by module and name.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import monarch
+from monarch import RemoteException
+from monarch.actor import Actor, current_rank, endpoint, this_host
+
+
+def _scaled_matmul(x, w, scale):
+    return (x @ w) * scale
+
+
+matmul = monarch.remote(_scaled_matmul, propagate=lambda x, w, scale: x @ w)
+
+
+@monarch.remote(propagate="cached")
+def split_rows(x):
+    # data-dependent on nothing but shapes; returns two results
+    return x[: x.shape[0] // 2].clone(), x.sum(dim=0, keepdim=True)
+
+
+@monarch.remote
+def plus_rank_id(x, offsets):
+    return x + offsets[0]
+
+
+@monarch.remote(propagate=lambda x: x)
+def broken(x):
+    raise ValueError("broken on purpose")
+
+
+@monarch.remote(propagate=lambda x: (x, x))
+def wrong_count(x):
+    return x
+
+
+_PYTHON_WORKERS = {"backend": "c", "tensor_worker": "python"}
+
+
+@pytest.fixture(scope="module")
+def meshes():
+    """Meshes by spawn arguments, shared by the module's tests (each Python
+    tensor worker imports torch: seconds to start)."""
+    made = {}
+
+    def get(**kwargs):
+        key = tuple(sorted(kwargs.items()))
+        if key not in made:
+            made[key] = this_host().spawn_procs({"gpu": 2}, **kwargs)
+        return made[key]
+
+    yield get
+    for m in made.values():
+        m.stop()
+
+
+def _backends():
+    out = [pytest.param({"backend": "sim"}, id="sim")]
+    import importlib.util
+
+    # find_spec only: the controller never imports the worker's extension.
+    if all(importlib.util.find_spec(m) for m in ("monarch._C", "monarch._tensor_worker")):
+        out.append(pytest.param(_PYTHON_WORKERS, id="python-worker"))
+    else:
+        out.append(pytest.param({}, id="python-worker", marks=pytest.mark.skip(
+            reason="monarch._C / monarch._tensor_worker not built")))
+    return out
+
+
+@pytest.fixture(params=_backends())
+def mesh(request, meshes):
+    return meshes(**request.param)
+
+
+def test_remote_runs_on_every_rank_with_local_shards(mesh):
+    with mesh.activate():
+        x = torch.ones(3, 4) * (mesh.rank("gpu") + 1)
+        w = torch.ones(4, 2)
+        y = matmul(x, w, 0.5)
+        assert isinstance(y, monarch.Tensor) and tuple(y.shape) == (3, 2)
+        z = y + 1  # usable by later operations
+    assert torch.equal(monarch.inspect(z, gpu=0), torch.full((3, 2), 3.0))
+    assert torch.equal(monarch.inspect(z, gpu=1), torch.full((3, 2), 5.0))
+
+
+def test_cached_propagate_learns_shapes_once(mesh):
+    with mesh.activate():
+        x = torch.arange(12.0).reshape(6, 2) + mesh.rank("gpu")
+        top, total = split_rows(x)
+        assert tuple(top.shape) == (3, 2) and tuple(total.shape) == (1, 2)
+        assert len(split_rows._cached) == 1
+        top2, _ = split_rows(x * 2)
+        assert len(split_rows._cached) == 1  # same shapes: no second probe
+    assert torch.equal(monarch.inspect(top, gpu=1), torch.arange(6.0).reshape(3, 2) + 1)
+    assert torch.equal(monarch.inspect(total, gpu=0), torch.tensor([[30.0, 36.0]]))
+    assert torch.equal(monarch.inspect(top2, gpu=0), torch.arange(6.0).reshape(3, 2) * 2)
+
+
+def test_default_propagate_runs_the_function_on_fake_tensors(mesh):
+    with mesh.activate():
+        x = torch.zeros(2, 2)
+        y = plus_rank_id(x, [mesh.rank("gpu")])
+    assert torch.equal(monarch.inspect(y, gpu=1), torch.ones(2, 2))
+
+
+def test_remote_exception_is_reported_at_the_use(mesh):
+    with mesh.activate():
+        y = broken(torch.zeros(2))
+        with pytest.raises(RemoteException, match="broken on purpose"):
+            monarch.inspect(y + 1, gpu=0)
+        a, b = wrong_count(torch.zeros(2))  # propagate promised two results
+        with pytest.raises(RemoteException, match="produced 1 tensors but the instruction binds 2 results"):
+            monarch.inspect(b, gpu=0)
+
+
+def test_remote_rejects_lambdas_and_bad_propagate():
+    with pytest.raises(ValueError, match="module-level"):
+        monarch.remote(lambda x: x)
+    with pytest.raises(ValueError, match="propagate"):
+        monarch.remote(_scaled_matmul, propagate="inspect")
+
+
+def test_remote_outside_a_mesh_is_an_ordinary_call():
+    assert torch.equal(matmul(torch.ones(1, 2), torch.ones(2, 1), 2.0), torch.tensor([[4.0]]))
+
+
+# -- rref: actors beside the tensor workers ------------------------------------------
+
+class LinearActor(Actor):
+    """The seed's example: a weight per rank, forward on the local shard."""
+
+    def __init__(self, scale: float):
+        self.w = torch.eye(4) * scale * (current_rank()["gpu"] + 1)
+        self.calls = 0
+
+    @endpoint(propagate=lambda x: x)
+    def forward(self, x):
+        self.calls += 1
+        return x @ self.w
+
+    @endpoint(propagate="cached")
+    def halves(self, x):
+        return x[: x.shape[0] // 2] @ self.w, x[x.shape[0] // 2:] @ self.w
+
+    @endpoint
+    def count(self) -> int:
+        return self.calls
+
+    @endpoint
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@pytest.fixture
+def python_workers(meshes):
+    import importlib.util
+
+    if not all(importlib.util.find_spec(m) for m in ("monarch._C", "monarch._tensor_worker")):
+        pytest.skip("monarch._C / monarch._tensor_worker not built")
+    return meshes(**_PYTHON_WORKERS)
+
+
+def test_rref_linear_actor(python_workers):
+    mesh = python_workers
+    linear = mesh.spawn("linear", LinearActor, 0.5)
+    # The actors share a process with their rank's tensor worker.
+    assert sorted(linear.pid.call().get(timeout=10).values()) == sorted(
+        mesh._session._backend.pids())
+    with mesh.activate():
+        x = torch.ones(3, 4) + mesh.rank("gpu")
+        y = linear.forward.rref(x)
+        assert isinstance(y, monarch.Tensor) and tuple(y.shape) == (3, 4)
+        z = y.sum()
+    assert torch.equal(monarch.inspect(y, gpu=0), torch.full((3, 4), 0.5))
+    assert torch.equal(monarch.inspect(y, gpu=1), torch.full((3, 4), 2.0))
+    assert monarch.inspect(z, gpu=1).item() == 24.0
+    # Ordinary adverbs reach the same actors.
+    assert linear.count.call().get(timeout=10).values() == [1, 1]
+
+
+def test_rref_cached_propagate(python_workers):
+    mesh = python_workers
+    linear = mesh.spawn("linear_cached", LinearActor, 1.0)
+    with mesh.activate():
+        x = torch.ones(4, 4) * (mesh.rank("gpu") + 1)
+        top, bottom = linear.halves.rref(x)  # first call: one probe on rank 0
+        assert tuple(top.shape) == (2, 4) and tuple(bottom.shape) == (2, 4)
+        again, _ = linear.halves.rref(x + 1)  # same shapes: no probe
+    assert len(linear._state.cached_meta[("linear_cached", "halves")]) == 1
+    assert torch.equal(monarch.inspect(bottom, gpu=1), torch.full((2, 4), 4.0))
+    assert torch.equal(monarch.inspect(again, gpu=0), torch.full((2, 4), 2.0))
+
+
+def test_rref_needs_propagate(python_workers):
+    linear = python_workers.spawn("linear2", LinearActor, 1.0)
+    with pytest.raises(ValueError, match="propagate"):
+        linear.count.rref()
+
+
+def test_main_defined_remote_function(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    backends = ["{'backend': 'sim'}"]
+    import importlib.util
+
+    if all(importlib.util.find_spec(m) for m in ("monarch._C", "monarch._tensor_worker")):
+        backends.append(repr(_PYTHON_WORKERS))
+    script = tmp_path / "main_remote.py"
+    script.write_text(textwrap.dedent(f"""
+        import torch
+        import monarch
+        from monarch.actor import this_host
+
+        @monarch.remote(propagate=lambda x: x)
+        def double(x):
+            return x * 2
+
+        if __name__ == "__main__":
+            for kwargs in [{", ".join(backends)}]:
+                mesh = this_host().spawn_procs({{"gpu": 2}}, **kwargs)
+                with mesh.activate():
+                    y = double(torch.ones(2) + mesh.rank("gpu"))
+                print(kwargs["backend"], monarch.inspect(y, gpu=1).tolist())
+                mesh.stop()
+    """))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "sim [4.0, 4.0]" in out.stdout
+    if len(backends) == 2:
+        assert "c [4.0, 4.0]" in out.stdout
