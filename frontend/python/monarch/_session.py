@@ -117,6 +117,7 @@ class Session:
         memory_cap: int = 0,
         timeout_ms: int = _DEFAULT_TIMEOUT_MS,
         workers: bool = True,
+        hosts: Optional[Dict[str, Any]] = None,
     ):
         self.root_view = MeshView.root(shape)
         self.shape = list(shape)
@@ -135,6 +136,9 @@ class Session:
         self.backend_kind = backend or default_backend_kind()
         self.memory_cap = memory_cap
         self.timeout_ms = timeout_ms
+        # Multi-host (docs/multi-host.md): where the host agents are; the
+        # shape's first dim is the hosts.
+        self.hosts = hosts
         self._backend: Any = None
         from ._eager import EagerSink
 
@@ -159,8 +163,11 @@ class Session:
                 memory_cap=self.memory_cap,
                 timeout_ms=self.timeout_ms,
                 worker_path=_worker_path(),
+                **(self.hosts or {}),
             )
         elif self.backend_kind == "sim":
+            if self.hosts:
+                raise ValueError("a mesh across hosts needs the 'c' backend, not 'sim'")
             from ._sim import SimBackend
 
             self._backend = SimBackend(self.shape, memory_cap=self.memory_cap)

@@ -3,9 +3,12 @@
 #include "monarch/tensor/TensorWorker.h"
 
 #include "monarch/runtime/actor/Actor.h"
+#include "monarch/runtime/host/HostAddresses.h"
 #include "monarch/runtime/proc/Port.h"
+#include "monarch/runtime/proc/Runtime.h"
 #include "monarch/runtime/util/Log.h"
 #include "monarch/tensor/Executor.h"
+#include "monarch/tensor/PortStore.h"
 
 #include <stdexcept>
 
@@ -23,10 +26,23 @@ public:
     options.timeout = std::chrono::milliseconds(
         config.timeout_ms() > 0 ? config.timeout_ms() : 60000);
     options.memoryCapBytes = config.memory_cap_bytes();
-    if (!config.store_dir().empty()) {
-      auto store = std::make_shared<FileStore>(config.store_dir());
+    std::shared_ptr<Store> store;
+    if (!config.store_addr().empty()) {
+      proto::PortRef server;
+      server.set_addr(config.store_addr());
+      server.set_port(config.store_port());
+      store = std::make_shared<PortStore>(server);
+    } else if (!config.store_dir().empty()) {
+      store = std::make_shared<FileStore>(config.store_dir());
+    }
+    if (store) {
       GlooOptions gloo;
       gloo.timeout = options.timeout;
+      // Workers on TCP (other hosts) publish their own address for Gloo's
+      // connections; Unix-socket workers are local and keep loopback.
+      std::string self = host::tcpHostOf(Runtime::ofProcess().addr());
+      if (!self.empty())
+        gloo.hostname = self;
       options.collectives = makeGlooBackend(store, gloo);
       // CUDA tensors go through NCCL when this build has it and a GPU
       // exists; it rendezvouses through the same store under its own key
