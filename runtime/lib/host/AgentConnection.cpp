@@ -95,7 +95,8 @@ std::string AgentConnection::describe() const {
          agentAddr + ")";
 }
 
-void AgentConnection::send(const proto::host::Request &r) {
+void AgentConnection::send(proto::host::Request r) {
+  r.set_controller_addr(rt.addr());
   std::shared_ptr<transport::Link> l;
   {
     std::lock_guard<std::mutex> guard(mu);
@@ -338,6 +339,7 @@ void AgentConnection::detach() {
   if (l) {
     proto::host::Request r;
     r.mutable_detach();
+    r.set_controller_addr(rt.addr());
     l->send(wrapHostMessage(r, 0));
     l->close();
   }

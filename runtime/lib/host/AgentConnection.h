@@ -58,7 +58,7 @@ private:
   void onEvent(transport::Message &&m);
   void lost(const std::string &reason);
   void heartbeat();
-  void send(const proto::host::Request &r);
+  void send(proto::host::Request r);
 
   Runtime &rt;
   std::string agentAddr;

@@ -166,12 +166,19 @@ void HostAgent::Impl::handle(transport::Message &&m) {
     log::error("host agent: ignoring a message that is not a host request");
     return;
   }
-  if (session)
-    session->lastHeard = Clock::now();
-  switch (request.body_case()) {
-  case proto::host::Request::kAttach:
+  if (request.body_case() == proto::host::Request::kAttach) {
     attach(request.attach());
     return;
+  }
+  if (!session || request.controller_addr() != session->controllerAddr) {
+    log::warning("host agent '", options.name, "': ignoring a request of ",
+                 request.controller_addr().empty() ? "an unknown controller"
+                                                   : request.controller_addr(),
+                 ", which it does not serve");
+    return;
+  }
+  session->lastHeard = Clock::now();
+  switch (request.body_case()) {
   case proto::host::Request::kLaunch:
     launch(request.launch());
     return;

@@ -14,6 +14,7 @@
 #include "monarch/runtime/host/HostAddresses.h"
 #include "monarch/runtime/host/HostMesh.h"
 #include "monarch/runtime/host/JobSecret.h"
+#include "monarch/runtime/proc/Runtime.h"
 #include "monarch/tensor/PlanBuilder.h"
 #include "monarch/tensor/TempDir.h"
 
@@ -178,6 +179,46 @@ TEST(MultiHost, DetachingKillsTheProcsAndAgentsServeTheNextController) {
   ASSERT_TRUE(again.ok()) << again.status().toString();
   auto procs =
       (*again)->spawnProcs({{"gpu", 1}}, test::testProcOptions("second"));
+  ASSERT_TRUE(procs.ok()) << procs.status().toString();
+  EXPECT_TRUE(procs->stop().isOk());
+}
+
+TEST(MultiHost, AgentsServeOneControllerAndOnlyWithTheSecret) {
+  REQUIRE_HOSTS();
+  auto mesh = host::HostMesh::attach(hosts().addrs, fastOptions());
+  ASSERT_TRUE(mesh.ok()) << mesh.status().toString();
+  std::string self = host::tcpHostOf(Runtime::global().addr());
+
+  // A second controller (its own runtime, the right secret) is refused
+  // while the first is served.
+  RuntimeOptions second;
+  second.secret = *host::readSecret(hosts().secretFile);
+  second.listenAddr = "tcp://" + self + ":0";
+  Runtime other(second);
+  ASSERT_TRUE(other.start().isOk());
+  auto refused =
+      host::HostMesh::attach({hosts().addrs[0]}, fastOptions(), &other);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("already serves controller " +
+                                            Runtime::global().addr()),
+            std::string::npos)
+      << refused.status().message();
+
+  // A controller without the secret never gets past the handshake.
+  RuntimeOptions stranger;
+  stranger.secret = std::string(32, 'x');
+  stranger.listenAddr = "tcp://" + self + ":0";
+  Runtime intruder(stranger);
+  ASSERT_TRUE(intruder.start().isOk());
+  host::HostMeshOptions quick = fastOptions();
+  quick.requestTimeout = 3s;
+  auto denied = host::HostMesh::attach({hosts().addrs[1]}, quick, &intruder);
+  ASSERT_FALSE(denied.ok());
+  EXPECT_NE(denied.status().message().find("job's secret"), std::string::npos)
+      << denied.status().message();
+  // The first controller is still served.
+  auto procs =
+      (*mesh)->spawnProcs({{"gpu", 1}}, test::testProcOptions("still"));
   ASSERT_TRUE(procs.ok()) << procs.status().toString();
   EXPECT_TRUE(procs->stop().isOk());
 }
