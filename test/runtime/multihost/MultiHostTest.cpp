@@ -154,6 +154,21 @@ TEST(MultiHost, ProcMeshSpansHostsAndActorsAnswerFromEach) {
   ASSERT_TRUE(remotePids.ok());
   for (int r = 0; r < 6; ++r)
     EXPECT_EQ((*remotePids)[r], pids[r]);
+
+  // A proc dying on a live host: its agent reports the exit status.
+  test::EventLog events;
+  procs->supervise(events.hook());
+  auto victim = echo->slice("hosts", 1);
+  ASSERT_TRUE(victim.ok());
+  auto one = victim->slice("gpu", 0);
+  ASSERT_TRUE(one.ok());
+  ASSERT_TRUE(one->broadcast("crash", int64_t{0}).isOk());
+  ASSERT_TRUE(events.waitFor(1, 5s));
+  auto event = events.snapshot().front();
+  EXPECT_EQ(event.rank, 2);
+  EXPECT_EQ(event.reason,
+            "host 'mh1' (" + hosts().addrs[1] + "): exited with code 3");
+  EXPECT_TRUE((*mesh)->hostAlive(1));
   EXPECT_TRUE(procs->stop().isOk());
   for (int pid : pids)
     EXPECT_TRUE(waitUntil([&] { return processGone(pid); }, 5s)) << pid;
