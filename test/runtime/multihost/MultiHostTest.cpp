@@ -18,12 +18,16 @@
 #include "monarch/tensor/PlanBuilder.h"
 #include "monarch/tensor/TempDir.h"
 
+#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
+#include <fcntl.h>
 #include <fstream>
+#include <poll.h>
 #include <sstream>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 using namespace monarch;
 using namespace std::chrono_literals;
@@ -196,6 +200,86 @@ TEST(MultiHost, DetachingKillsTheProcsAndAgentsServeTheNextController) {
       (*again)->spawnProcs({{"gpu", 1}}, test::testProcOptions("second"));
   ASSERT_TRUE(procs.ok()) << procs.status().toString();
   EXPECT_TRUE(procs->stop().isOk());
+}
+
+// Run in a child process by the next test: a controller that attaches,
+// spawns one proc per host, prints their pids and waits to be killed.
+TEST(MultiHostHelper, HoldProcsUntilKilled) {
+  if (!std::getenv("MONARCH_TEST_HELPER"))
+    GTEST_SKIP()
+        << "helper of MultiHost.AControllerThatDiesTakesItsProcsWithIt";
+  REQUIRE_HOSTS();
+  auto mesh = host::HostMesh::attach(hosts().addrs, fastOptions());
+  ASSERT_TRUE(mesh.ok()) << mesh.status().toString();
+  auto procs = (*mesh)->spawnProcs({{"gpu", 1}}, test::testProcOptions("held"));
+  ASSERT_TRUE(procs.ok()) << procs.status().toString();
+  std::string line = "PIDS";
+  for (int pid : procs->pids())
+    line += " " + std::to_string(pid);
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  std::mutex mu;
+  std::condition_variable never;
+  std::unique_lock<std::mutex> lock(mu);
+  never.wait_for(lock, 60s); // the parent kills this process long before
+}
+
+TEST(MultiHost, AControllerThatDiesTakesItsProcsWithIt) {
+  REQUIRE_HOSTS();
+  // The child: this binary running the helper above.
+  std::vector<std::string> envStrings;
+  for (char **e = environ; *e; ++e)
+    envStrings.emplace_back(*e);
+  envStrings.push_back("MONARCH_TEST_HELPER=1");
+  std::vector<char *> envp;
+  for (auto &e : envStrings)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::string self = "/proc/self/exe";
+  std::string filter = "--gtest_filter=MultiHostHelper.*";
+  char *argv[] = {self.data(), filter.data(), nullptr};
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::dup2(out[1], STDOUT_FILENO);
+    ::execve(self.c_str(), argv, envp.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string text;
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (text.find("PIDS") == std::string::npos ||
+         text.find('\n', text.find("PIDS")) == std::string::npos) {
+    pollfd p{out[0], POLLIN, 0};
+    if (std::chrono::steady_clock::now() > deadline || ::poll(&p, 1, 1000) < 0)
+      break;
+    char buf[4096];
+    if (p.revents == 0)
+      continue;
+    ssize_t n = ::read(out[0], buf, sizeof(buf));
+    if (n <= 0)
+      break;
+    text.append(buf, n);
+  }
+  ::close(out[0]);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  size_t at = text.find("PIDS");
+  ASSERT_NE(at, std::string::npos) << text;
+  std::istringstream in(text.substr(at + 4, text.find('\n', at) - at - 4));
+  std::vector<int> pids;
+  for (int pid; in >> pid;)
+    pids.push_back(pid);
+  ASSERT_EQ(pids.size(), 3u) << text;
+  for (int pid : pids)
+    EXPECT_TRUE(processGone(pid) ||
+                waitUntil([&] { return processGone(pid); }, 10s))
+        << pid;
+  // The agents serve the next controller.
+  auto mesh = host::HostMesh::attach(hosts().addrs, fastOptions());
+  ASSERT_TRUE(mesh.ok()) << mesh.status().toString();
 }
 
 TEST(MultiHost, AgentsServeOneControllerAndOnlyWithTheSecret) {
