@@ -25,6 +25,7 @@
 #include <fstream>
 #include <poll.h>
 #include <sstream>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -243,6 +244,7 @@ TEST(MultiHost, AControllerThatDiesTakesItsProcsWithIt) {
   pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL); // never outlives this test
     ::dup2(out[1], STDOUT_FILENO);
     ::execve(self.c_str(), argv, envp.data());
     ::_exit(127);
