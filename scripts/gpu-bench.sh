@@ -26,7 +26,8 @@ deps=$(mktemp -d)
 for deb in .gpu-debs/*.deb; do dpkg -x "$deb" "$deps"; done
 export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib:$deps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-# $BENCH_ONLY (e.g. "ddp4 ddp8") limits the run to those figures.
+# $BENCH_ONLY (e.g. "ddp4 ddp8") limits the run to those figures; $DDP_REPS
+# and $DDP_FLAGS (e.g. --bind) go to the DDP runs.
 run() { # name, command...
   local name=$1; shift
   if [ -n "${BENCH_ONLY:-}" ] && [[ " $BENCH_ONLY " != *" $name "* ]]; then return 0; fi
@@ -41,7 +42,7 @@ for r in 4 8; do
   plans=bench/passes/plans/ddp$r
   [ -f $plans/naive.plan ] && run ddp$r python3 bench/passes/ddp_overlap.py \
     --monarch-run $bin/monarch-run --plans $plans --ranks $r --layers 8 --hidden 512 \
-    --batch 128 --steps 6 --warmup 1 --reps ${DDP_REPS:-3}
+    --batch 128 --steps 6 --warmup 1 --reps ${DDP_REPS:-3} ${DDP_FLAGS:-}
 done
 # The pipeline job: each plan run once, its losses and trace kept for the report.
 if [ -d bench/pipeline/plans ] && { [ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY " == *" pipeline "* ]]; }; then

@@ -13,6 +13,8 @@ packages=(
   libssl-dev
   # tests and benchmarks
   googletest libgtest-dev libgmock-dev libbenchmark-dev
+  # multi-host tests: network namespaces, a real SLURM with munge
+  iproute2 slurm-wlm munge
   # Python frontend (for /usr/bin/python3)
   python3-torch python3-pytest python3-dev pybind11-dev python3-pybind11 python3-numpy python3-protobuf
 )

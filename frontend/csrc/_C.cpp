@@ -6,7 +6,8 @@
 // links no Python protobuf runtime. Blocking calls release the GIL.
 //
 //   c = Controller([("host", 2), ("gpu", 2)], memory_cap=0, timeout_ms=60000,
-//                  worker_path="")
+//                  worker_path="", hosts=[], hosts_file="", secret_file="",
+//                  slurm=False, controller_host="", agents_per_node=1)
 //   c.declare(program_bytes); c.submit(batch_bytes)
 //   c.next_event(timeout_ms) -> None | ("worker", WorkerEvent bytes)
 //                                    | ("proc_failure", rank, message)
@@ -14,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "monarch/runtime/host/AttachHosts.h"
 #include "monarch/tensor/Controller.h"
 
 #include <pybind11/pybind11.h>
@@ -39,7 +41,10 @@ namespace {
 class PyController {
 public:
   PyController(std::vector<std::pair<std::string, int64_t>> shape,
-               int64_t memoryCap, int64_t timeoutMs, std::string workerPath) {
+               int64_t memoryCap, int64_t timeoutMs, std::string workerPath,
+               std::vector<std::string> hostList, std::string hostsFile,
+               std::string secretFile, bool slurm, std::string controllerHost,
+               int64_t agentsPerNode) {
     if (memoryCap < 0)
       throw py::value_error("memory_cap must be non-negative");
     if (timeoutMs <= 0)
@@ -53,11 +58,42 @@ public:
     monarch::Status error;
     {
       py::gil_scoped_release release;
-      auto result = Controller::start(std::move(options));
-      if (result)
-        started = std::move(result).value();
-      else
-        error = result.status();
+      // Multi-host (docs/multi-host.md): the shape's first dim is the hosts.
+      if (!options.shape.empty() &&
+          (!hostList.empty() || !hostsFile.empty() || slurm)) {
+        monarch::host::HostSource source;
+        source.hosts = std::move(hostList);
+        source.hostsFile = std::move(hostsFile);
+        source.secretFile = std::move(secretFile);
+        source.slurm = slurm;
+        source.controllerHost = std::move(controllerHost);
+        source.agentsPerNode = static_cast<int>(agentsPerNode);
+        monarch::host::HostMeshOptions meshOptions;
+        meshOptions.dim = options.shape.front().first;
+        auto attached =
+            monarch::host::attachHosts(source, meshOptions, options.timeout);
+        if (!attached.ok()) {
+          error = attached.status();
+        } else {
+          hosts = std::move(*attached);
+          options.hosts = hosts->mesh();
+          if (static_cast<int64_t>(hosts->mesh()->size()) !=
+              options.shape.front().second)
+            error = monarch::Status(
+                monarch::ErrorCode::Invalid,
+                "the mesh's first dim " + options.shape.front().first + "=" +
+                    std::to_string(options.shape.front().second) +
+                    " but there are " + std::to_string(hosts->mesh()->size()) +
+                    " hosts");
+        }
+      }
+      if (error.isOk()) {
+        auto result = Controller::start(std::move(options));
+        if (result)
+          started = std::move(result).value();
+        else
+          error = result.status();
+      }
     }
     if (!started)
       raise(error);
@@ -144,12 +180,14 @@ public:
       py::gil_scoped_release release;
       status = controller->stop();
       controller.reset();
+      hosts.reset(); // detaches; SLURM agents end
     }
     if (!status)
       raise(status);
   }
 
 private:
+  std::unique_ptr<monarch::host::AttachedHosts> hosts; // outlives controller
   std::unique_ptr<Controller> controller;
 };
 
@@ -160,9 +198,14 @@ PYBIND11_MODULE(_C, m) {
       "monarch._C: the C++ tensor controller (runtime/tensor Controller.h)";
   py::class_<PyController>(m, "Controller")
       .def(py::init<std::vector<std::pair<std::string, int64_t>>, int64_t,
-                    int64_t, std::string>(),
+                    int64_t, std::string, std::vector<std::string>, std::string,
+                    std::string, bool, std::string, int64_t>(),
            py::arg("shape"), py::arg("memory_cap") = 0,
-           py::arg("timeout_ms") = 60000, py::arg("worker_path") = "")
+           py::arg("timeout_ms") = 60000, py::arg("worker_path") = "",
+           py::arg("hosts") = std::vector<std::string>{},
+           py::arg("hosts_file") = "", py::arg("secret_file") = "",
+           py::arg("slurm") = false, py::arg("controller_host") = "",
+           py::arg("agents_per_node") = 1)
       .def("declare", &PyController::declare, py::arg("program_bytes"))
       .def("submit", &PyController::submit, py::arg("batch_bytes"))
       .def("next_event", &PyController::nextEvent, py::arg("timeout_ms") = 0)

@@ -4,6 +4,8 @@
 //               [--trace trace.json] [--memory-cap BYTES] [--timeout SECONDS]
 //               [--entry FUNC] [--no-optimize] [--pipeline-options OPTS]
 //               [--emit-plan OUT.plan]
+//               [--hosts ADDR,ADDR | --hosts-file FILE] [--secret-file FILE]
+//               [--slurm [--controller-host HOST] [--agents-per-node K]]
 //
 // Spawns one tensor worker per rank of the plan's root mesh, ships each the
 // whole plan, prints fetched values in program order as they arrive and
@@ -15,12 +17,21 @@
 // without launching anything: the same compile as a run, for shipping a plan
 // to machines without the compiler.
 //
+// Multi-host (docs/multi-host.md): with --hosts or --hosts-file the
+// controller attaches to running host agents (monarch-host) that hold the
+// job secret in --secret-file; with --slurm, inside an allocation, it starts
+// one agent per node with srun itself, handing them a fresh secret on stdin.
+// The plan's first dim is the host dim; its size must be the number of hosts.
+//
 // Exit status: 0 every fetch succeeded; 1 a fetch failed or a worker died;
 // 2 bad usage, bad program or compile error; 3 the run timed out.
 //
 //===----------------------------------------------------------------------===//
 
 #include "RunOutput.h"
+
+#include "monarch/runtime/host/AttachHosts.h"
+#include "monarch/runtime/host/HostAddresses.h"
 
 #include "monarch/tensor/Controller.h"
 #include "monarch/tensor/Plan.h"
@@ -50,6 +61,12 @@ struct Args {
   bool optimize = true;
   std::string pipelineOptions;
   std::string emitPlan;
+  std::string hosts;
+  std::string hostsFile;
+  std::string secretFile;
+  bool slurm = false;
+  std::string controllerHost;
+  int64_t agentsPerNode = 1;
 };
 
 int usage(const std::string &why) {
@@ -60,7 +77,11 @@ int usage(const std::string &why) {
                "host=2,gpu=2] [--trace FILE]\n"
                "         [--memory-cap BYTES] [--timeout SECONDS] [--entry "
                "FUNC] [--no-optimize]\n"
-               "         [--pipeline-options OPTS] [--emit-plan OUT.plan]\n");
+               "         [--pipeline-options OPTS] [--emit-plan OUT.plan]\n"
+               "         [--hosts ADDR,ADDR | --hosts-file FILE] "
+               "[--secret-file FILE]\n"
+               "         [--slurm [--controller-host HOST] "
+               "[--agents-per-node K]]\n");
   return 2;
 }
 
@@ -176,6 +197,24 @@ int main(int argc, char **argv) {
     } else if (a == "--pipeline-options") {
       if (!value(args.pipelineOptions))
         return usage("--pipeline-options needs a value");
+    } else if (a == "--hosts") {
+      if (!value(args.hosts))
+        return usage("--hosts needs HOST:PORT,...");
+    } else if (a == "--hosts-file") {
+      if (!value(args.hostsFile))
+        return usage("--hosts-file needs a file");
+    } else if (a == "--secret-file") {
+      if (!value(args.secretFile))
+        return usage("--secret-file needs a file (or - for stdin)");
+    } else if (a == "--slurm") {
+      args.slurm = true;
+    } else if (a == "--controller-host") {
+      if (!value(args.controllerHost))
+        return usage("--controller-host needs a host");
+    } else if (a == "--agents-per-node") {
+      if (!value(v) || !parseInt(v, args.agentsPerNode) ||
+          args.agentsPerNode == 0)
+        return usage("--agents-per-node needs a number > 0");
     } else if (!a.empty() && a[0] == '-') {
       return usage("unknown option " + a);
     } else if (args.program.empty()) {
@@ -186,6 +225,12 @@ int main(int argc, char **argv) {
   }
   if (args.program.empty())
     return usage("no program given");
+  if (!args.hosts.empty() + !args.hostsFile.empty() + args.slurm > 1)
+    return usage("--hosts, --hosts-file and --slurm exclude each other");
+  bool multiHost = !args.hosts.empty() || !args.hostsFile.empty() || args.slurm;
+  if (multiHost && !args.slurm && args.secretFile.empty())
+    return usage("--hosts and --hosts-file need --secret-file (the agents' "
+                 "job secret)");
 
   auto program = loadProgram(args);
   if (!program.ok()) {
@@ -223,6 +268,44 @@ int main(int argc, char **argv) {
   options.memoryCapBytes = args.memoryCap;
   options.timeout = std::chrono::seconds(args.timeoutSeconds);
   options.trace = !args.trace.empty();
+
+  // Declared before the controller so that it outlives it.
+  std::unique_ptr<host::AttachedHosts> hosts;
+  if (multiHost) {
+    host::HostSource source;
+    if (!args.hosts.empty()) {
+      auto listed = host::parseHostList(args.hosts);
+      if (!listed.ok())
+        return usage(listed.status().message());
+      source.hosts = *listed;
+    }
+    source.hostsFile = args.hostsFile;
+    source.secretFile = args.secretFile;
+    source.slurm = args.slurm;
+    source.controllerHost = args.controllerHost;
+    source.agentsPerNode = static_cast<int>(args.agentsPerNode);
+    host::HostMeshOptions meshOptions;
+    meshOptions.dim = options.shape.front().first;
+    auto attached = host::attachHosts(
+        source, meshOptions, std::chrono::seconds(args.timeoutSeconds));
+    if (!attached.ok()) {
+      std::fprintf(stderr, "monarch-run: %s\n",
+                   attached.status().message().c_str());
+      return 2;
+    }
+    hosts = std::move(*attached);
+    if (static_cast<int64_t>(hosts->mesh()->size()) !=
+        options.shape.front().second) {
+      std::fprintf(stderr,
+                   "monarch-run: the program's host dim %s=%lld but there "
+                   "are %zu hosts\n",
+                   options.shape.front().first.c_str(),
+                   static_cast<long long>(options.shape.front().second),
+                   hosts->mesh()->size());
+      return 2;
+    }
+    options.hosts = hosts->mesh();
+  }
 
   auto controller = Controller::start(options);
   if (!controller.ok()) {

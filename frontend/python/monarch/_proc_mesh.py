@@ -118,6 +118,10 @@ class ProcMesh:
         view, on the mesh's actor worker processes (docs/python.md "Actors")."""
         from . import _actor_mesh
 
+        if self._session.hosts:
+            raise NotImplementedError(
+                "Python actors on a mesh across hosts are not supported yet; "
+                "tensors are (docs/multi-host.md)")
         return _actor_mesh.spawn(self, name, actor_class, *args, **kwargs)
 
     def stop(self) -> None:
@@ -149,6 +153,7 @@ def spawn_procs(
     memory_cap: int = 0,
     timeout_ms: int = 60000,
     tensor_worker: str = "",
+    hosts: Optional[Tuple[int, Dict[str, Any]]] = None,
     **sizes: int,
 ) -> ProcMesh:
     shape_dict: Dict[str, int] = dict(per_host or {})
@@ -156,10 +161,15 @@ def spawn_procs(
     if not shape_dict:
         raise ValueError("spawn_procs needs at least one dimension, e.g. {'gpu': 8}")
     shape = list(shape_dict.items())
+    if hosts is not None:  # {"hosts": N} + per_host, on the host agents
+        if "hosts" in shape_dict:
+            raise ValueError("'hosts' is the host mesh's dim; name per-host dims otherwise")
+        shape.insert(0, ("hosts", hosts[0]))
     view = MeshView.root(shape)  # validates names and sizes
     from . import _trace_mlir
 
     tracing = _trace_mlir.current() is not None and _trace_mlir.current().standalone
     session = Session(shape, backend=backend, memory_cap=memory_cap, timeout_ms=timeout_ms,
-                      workers=not tracing, tensor_worker=tensor_worker)
+                      workers=not tracing, tensor_worker=tensor_worker,
+                      hosts=hosts[1] if hosts else None)
     return ProcMesh(session, view)

@@ -118,6 +118,7 @@ class Session:
         timeout_ms: int = _DEFAULT_TIMEOUT_MS,
         workers: bool = True,
         tensor_worker: str = "",
+        hosts: Optional[Dict[str, Any]] = None,
     ):
         self.tensor_worker = tensor_worker or os.environ.get("MONARCH_TENSOR_WORKER_KIND",
                                                              "native")
@@ -141,6 +142,9 @@ class Session:
         self.backend_kind = backend or default_backend_kind()
         self.memory_cap = memory_cap
         self.timeout_ms = timeout_ms
+        # Multi-host (docs/multi-host.md): where the host agents are; the
+        # shape's first dim is the hosts.
+        self.hosts = hosts
         self._backend: Any = None
         from ._eager import EagerSink
 
@@ -182,8 +186,11 @@ class Session:
                 memory_cap=self.memory_cap,
                 timeout_ms=self.timeout_ms,
                 worker_path=worker,
+                **(self.hosts or {}),
             )
         elif self.backend_kind == "sim":
+            if self.hosts:
+                raise ValueError("a mesh across hosts needs the 'c' backend, not 'sim'")
             from ._sim import SimBackend
 
             self._backend = SimBackend(self.shape, memory_cap=self.memory_cap)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Dict, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Sequence
 
 from . import _actor_mesh
 from ._actor_mesh import (
@@ -50,6 +50,8 @@ __all__ = [
     "this_host",
     "this_proc",
     "unhandled_fault_hook",
+    "attach_hosts",
+    "slurm_hosts",
 ]
 
 
@@ -62,10 +64,13 @@ def __getattr__(name: str) -> Any:
 
 
 class HostMesh:
-    """The hosts procs are spawned on; ``this_host()`` is the local machine."""
+    """The hosts procs are spawned on; ``this_host()`` is the local machine,
+    ``attach_hosts`` and ``slurm_hosts`` give meshes of host agents
+    (docs/multi-host.md)."""
 
-    def __init__(self, hosts: int = 1):
+    def __init__(self, hosts: int = 1, source: Optional[Dict[str, Any]] = None):
         self._hosts = hosts
+        self._source = source
 
     def spawn_procs(
         self,
@@ -91,14 +96,52 @@ class HostMesh:
             memory_cap = int(os.environ.get("MONARCH_WORKER_MEMORY_CAP", "0") or 0)
         from ._proc_mesh import spawn_procs as _spawn_procs
 
+        remote = (self._hosts, self._source) if self._source is not None else None
         return _spawn_procs(per_host, backend=backend, memory_cap=memory_cap,
-                            timeout_ms=timeout_ms, tensor_worker=tensor_worker, **sizes)
+                            timeout_ms=timeout_ms, tensor_worker=tensor_worker,
+                            hosts=remote, **sizes)
 
     def __repr__(self) -> str:
         return f"<HostMesh hosts={self._hosts}>"
 
 
 _this_host = HostMesh()
+
+
+def attach_hosts(
+    hosts: Optional[Sequence[str]] = None,
+    *,
+    hosts_file: Optional[str] = None,
+    secret_file: str,
+) -> HostMesh:
+    """Running ``monarch-host`` agents, ``["node1:29650", ...]`` or a file of
+    them (one ``HOST:PORT`` a line), holding the job secret in ``secret_file``
+    (mode 0600). ``spawn_procs({"gpu": 2})`` on it gives ``{"hosts": N,
+    "gpu": 2}``; the agents are attached when it is called."""
+    if (hosts is None) == (hosts_file is None):
+        raise ValueError("attach_hosts needs either hosts or hosts_file")
+    if hosts is not None:
+        count = len(hosts)
+        source: Dict[str, Any] = {"hosts": list(hosts), "secret_file": secret_file}
+    else:
+        assert hosts_file is not None
+        with open(hosts_file) as f:
+            count = sum(1 for line in f if line.split("#", 1)[0].strip())
+        source = {"hosts_file": hosts_file, "secret_file": secret_file}
+    if count == 0:
+        raise ValueError("attach_hosts: no hosts given")
+    return HostMesh(count, source)
+
+
+def slurm_hosts(*, agents_per_node: int = 1, controller_host: str = "") -> HostMesh:
+    """Inside a SLURM allocation: ``spawn_procs`` starts one ``monarch-host``
+    per node (``agents_per_node`` per node) with ``srun`` and attaches."""
+    nodes = os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES")
+    if not os.environ.get("SLURM_JOB_ID") or not nodes:
+        raise RuntimeError("slurm_hosts: not inside a SLURM allocation ($SLURM_JOB_ID is unset)")
+    return HostMesh(int(nodes) * agents_per_node,
+                    {"slurm": True, "agents_per_node": agents_per_node,
+                     "controller_host": controller_host})
 
 
 def this_host() -> HostMesh:

@@ -3,8 +3,10 @@
 #include "monarch/tensor/Controller.h"
 
 #include "monarch/runtime/Monarch.h"
+#include "monarch/runtime/host/HostMesh.h"
 #include "monarch/runtime/proc/ProcLauncher.h"
 #include "monarch/runtime/util/Log.h"
+#include "monarch/tensor/PortStore.h"
 #include "monarch/tensor/TempDir.h"
 #include "monarch/tensor/TensorWorker.h"
 
@@ -84,6 +86,7 @@ struct Controller::Impl {
   ControllerOptions options;
   std::shared_ptr<EventQueue> queue = std::make_shared<EventQueue>();
   std::unique_ptr<TempDir> storeDir;
+  std::unique_ptr<StoreServer> storeServer;
   std::unique_ptr<Port> port;
   std::optional<ProcMesh> procs;
   std::optional<ActorMesh> workers;
@@ -118,7 +121,10 @@ Controller::start(ControllerOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   Runtime &rt = Runtime::global();
-  impl->storeDir = std::make_unique<TempDir>("store");
+  if (options.hosts)
+    impl->storeServer = std::make_unique<StoreServer>(rt);
+  else
+    impl->storeDir = std::make_unique<TempDir>("store");
   std::shared_ptr<EventQueue> queue = impl->queue;
   impl->port = std::make_unique<Port>(
       rt, [queue](proto::Value &&value, PayloadList &&payloads) {
@@ -137,7 +143,20 @@ Controller::start(ControllerOptions options) {
   spawn.name = "tensor_procs";
   spawn.workerPath = *worker;
   spawn.readyTimeout = options.timeout;
-  auto procs = thisHost().spawnProcs(options.shape, spawn);
+  Expected<ProcMesh> procs = Status(ErrorCode::Internal, "not spawned");
+  if (options.hosts) {
+    Shape hostDim = options.hosts->shape();
+    if (options.shape.front() != hostDim.front())
+      return Status(ErrorCode::Invalid,
+                    "controller: the first dim is " + options.shape[0].first +
+                        "=" + std::to_string(options.shape[0].second) +
+                        ", the host mesh is " + hostDim[0].first + "=" +
+                        std::to_string(hostDim[0].second));
+    Shape perHost(options.shape.begin() + 1, options.shape.end());
+    procs = options.hosts->spawnProcs(perHost, spawn);
+  } else {
+    procs = thisHost().spawnProcs(options.shape, spawn);
+  }
   if (!procs.ok())
     return procs.status();
   // A dead worker is an event for the program, never the controller's end.
@@ -158,7 +177,12 @@ Controller::start(ControllerOptions options) {
     d->set_name(name);
     d->set_size(size);
   }
-  config.set_store_dir(impl->storeDir->path());
+  if (impl->storeServer) {
+    config.set_store_addr(impl->storeServer->ref().addr());
+    config.set_store_port(impl->storeServer->ref().port());
+  } else {
+    config.set_store_dir(impl->storeDir->path());
+  }
   config.set_memory_cap_bytes(options.memoryCapBytes);
   config.set_timeout_ms(options.timeout.count());
   config.set_trace(options.trace);

@@ -3,31 +3,41 @@
 #include "monarch/tensor/TensorWorker.h"
 
 #include "monarch/runtime/actor/Actor.h"
+#include "monarch/runtime/host/HostAddresses.h"
 #include "monarch/runtime/proc/Port.h"
+#include "monarch/runtime/proc/Runtime.h"
 #include "monarch/runtime/util/Log.h"
 #include "monarch/tensor/Executor.h"
 #include "monarch/tensor/Functions.h"
+#include "monarch/tensor/PortStore.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <dirent.h>
 #include <sched.h>
-#include <cstdlib>
 #include <stdexcept>
 #include <thread>
 
 namespace monarch::tensor {
 namespace {
 
+/// Workers on one host: the ranks of a root mesh without its "hosts" dim
+/// (a host mesh's; host-major, so a rank's local index is rank % this).
+int64_t ranksPerHost(const std::vector<std::pair<std::string, int64_t>> &root) {
+  int64_t ranks = 1;
+  for (const auto &d : root)
+    if (d.first != "hosts")
+      ranks *= std::max<int64_t>(d.second, 1);
+  return ranks;
+}
+
 /// The workers of a host share its cores: unless OMP_NUM_THREADS says
 /// otherwise, each takes an equal share (as torchrun does), instead of every
-/// process running one ATen thread per core. Counts every rank of the root
-/// mesh as local: across hosts the share is smaller than it could be.
+/// process running one ATen thread per core.
 int intraOpShare(const std::vector<std::pair<std::string, int64_t>> &root) {
   if (std::getenv("OMP_NUM_THREADS"))
     return 0;
-  int64_t ranks = 1;
-  for (const auto &d : root)
-    ranks *= std::max<int64_t>(d.second, 1);
+  int64_t ranks = ranksPerHost(root);
   int64_t cores = std::max(1u, std::thread::hardware_concurrency());
   return static_cast<int>(std::max<int64_t>(1, cores / ranks));
 }
@@ -37,11 +47,10 @@ int intraOpShare(const std::vector<std::pair<std::string, int64_t>> &root) {
 /// other's cores (steadier step times on a shared host). Best effort.
 void bindToCoreShare(int64_t rank,
                      const std::vector<std::pair<std::string, int64_t>> &root) {
-  int64_t ranks = 1;
-  for (const auto &d : root)
-    ranks *= std::max<int64_t>(d.second, 1);
+  int64_t ranks = ranksPerHost(root);
   int64_t cores = std::max(1u, std::thread::hardware_concurrency());
   int64_t share = std::max<int64_t>(1, cores / ranks);
+  rank %= ranks;
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int64_t c = 0; c < share; ++c)
@@ -73,10 +82,23 @@ public:
         bind && std::string(bind) == "1")
       bindToCoreShare(context().rank, options.rootShape);
     options.actors = processActorBridge(); // rref: actors of this process
-    if (!config.store_dir().empty()) {
-      auto store = std::make_shared<FileStore>(config.store_dir());
+    std::shared_ptr<Store> store;
+    if (!config.store_addr().empty()) {
+      proto::PortRef server;
+      server.set_addr(config.store_addr());
+      server.set_port(config.store_port());
+      store = std::make_shared<PortStore>(server);
+    } else if (!config.store_dir().empty()) {
+      store = std::make_shared<FileStore>(config.store_dir());
+    }
+    if (store) {
       GlooOptions gloo;
       gloo.timeout = options.timeout;
+      // Workers on TCP (other hosts) publish their own address for Gloo's
+      // connections; Unix-socket workers are local and keep loopback.
+      std::string self = host::tcpHostOf(Runtime::ofProcess().addr());
+      if (!self.empty())
+        gloo.hostname = self;
       options.collectives = makeGlooBackend(store, gloo);
       // CUDA tensors go through NCCL when this build has it and a GPU
       // exists (through Gloo on host copies where workers share a GPU); it

@@ -32,6 +32,10 @@
 #include <utility>
 #include <vector>
 
+namespace monarch::host {
+class HostMesh;
+}
+
 namespace monarch::tensor {
 
 struct ControllerOptions {
@@ -47,6 +51,11 @@ struct ControllerOptions {
   std::chrono::milliseconds timeout{60000};
   /// Workers report a TraceEvent per executed instruction.
   bool trace = false;
+  /// Multi-host: spawn the workers on these hosts. The shape's first dim is
+  /// then the host mesh's dim (same name and size); the rest are per host.
+  /// Collectives rendezvous through a store the controller serves
+  /// (PortStore.h) instead of a local directory (docs/multi-host.md).
+  std::shared_ptr<host::HostMesh> hosts;
 };
 
 /// One thing a worker (or the proc mesh) reported, in arrival order.
