@@ -52,6 +52,7 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
                    PayloadList payloads, Mode mode) const {
   ActorMeshState &st = *state;
   Runtime &rt = st.procs->rt;
+  const uint32_t fanout = rt.fanout();
   Status usable = st.checkRanks(ranks);
   if (!usable.isOk())
     return usable;
@@ -65,6 +66,9 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
     targetOf.assign(st.procRanks.size(), -1);
   std::vector<uint32_t> actorRanks;
   actorRanks.reserve(ranks.size());
+  std::vector<uint32_t> targetOfRank; // filled only for casts to several procs
+  if (ranks.size() > 1)
+    targetOfRank.reserve(ranks.size());
   for (int64_t r : ranks) {
     uint32_t rank = static_cast<uint32_t>(r);
     uint32_t index = rank / st.perProc;
@@ -83,6 +87,8 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
       involved.push_back(procRank);
     }
     targets[at].add_locals(rank % st.perProc);
+    if (ranks.size() > 1)
+      targetOfRank.push_back(static_cast<uint32_t>(at));
   }
 
   std::shared_ptr<PendingCall> call;
@@ -93,6 +99,11 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
         std::unordered_set<uint32_t>(involved.begin(), involved.end()),
         mode == Mode::Direct);
     replyTo = call->open();
+    // Through a tree, a failed proc cuts off only the ranks below it.
+    if (targets.size() > 1)
+      call->setRoutes(st.name, involved,
+                      castTreeParents(targets.size(), fanout),
+                      std::move(targetOfRank));
     Status tracked = st.procs->track(call, involved);
     if (!tracked.isOk()) {
       call->fail(tracked);
@@ -110,7 +121,7 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
   std::lock_guard<std::mutex> guard(rt.sendMutex());
   for (auto &t : targets)
     t.set_seq(rt.nextSeq(t.addr()));
-  auto children = splitCastTree(std::move(targets), rt.fanout());
+  auto children = splitCastTree(std::move(targets), fanout);
   for (size_t i = 0; i < children.size(); ++i) {
     auto &child = children[i];
     bool last = i + 1 == children.size();
@@ -127,7 +138,7 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
     c->set_reply_mode(replyMode);
     if (call)
       *c->mutable_reply_to() = replyTo;
-    c->set_fanout(rt.fanout());
+    c->set_fanout(fanout);
     *c->mutable_here() = std::move(child.head);
     for (auto &t : child.rest)
       *c->add_subtree() = std::move(t);
