@@ -138,6 +138,12 @@ const std::string &Runtime::privateDir() {
   return dir;
 }
 
+void Runtime::removePrivateDir() {
+  std::lock_guard<std::mutex> guard(dirMu);
+  removeDir(dir);
+  dir.clear();
+}
+
 bool Runtime::onIoThread() { return isIoThread; }
 
 void Runtime::fatalCleanup() {

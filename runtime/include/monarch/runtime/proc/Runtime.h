@@ -68,6 +68,9 @@ public:
   /// A 0700 directory for this process's Unix sockets (made on first use,
   /// removed with the runtime).
   const std::string &privateDir();
+  /// Removes the private directory now (a worker that ends with _Exit skips
+  /// the destructor that would).
+  void removePrivateDir();
 
   /// A cached link to `addr` (a new one if the cached one closed).
   Expected<std::shared_ptr<transport::Link>> link(const std::string &addr);
