@@ -46,6 +46,23 @@ Expected<int64_t> ActorMesh::chooseRank() const {
   return live[state->chooseCounter.fetch_add(1) % live.size()];
 }
 
+namespace {
+/// Waits for room on the links to the first hops of a cast.
+Status waitForRoom(Runtime &rt, const std::vector<proto::CastTarget> &targets,
+                   const std::vector<int32_t> &parents) {
+  for (size_t t = 0; t < targets.size(); ++t) {
+    if (!parents.empty() && parents[t] >= 0)
+      continue; // reached through another proc
+    auto link = rt.link(targets[t].addr());
+    if (!link.ok())
+      return link.status();
+    if (Status room = (*link)->waitForRoom(rt.sendTimeout()); !room.isOk())
+      return room;
+  }
+  return Status::ok();
+}
+} // namespace
+
 Expected<std::shared_ptr<PendingCall>>
 ActorMesh::castRaw(const std::vector<int64_t> &ranks,
                    const std::string &endpoint, proto::Value args,
@@ -91,6 +108,10 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
       targetOfRank.push_back(static_cast<uint32_t>(at));
   }
 
+  std::vector<int32_t> parents;
+  if (targets.size() > 1)
+    parents = castTreeParents(targets.size(), fanout);
+
   std::shared_ptr<PendingCall> call;
   proto::PortRef replyTo;
   if (mode != Mode::None) {
@@ -101,9 +122,7 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
     replyTo = call->open();
     // Through a tree, a failed proc cuts off only the ranks below it.
     if (targets.size() > 1)
-      call->setRoutes(st.name, involved,
-                      castTreeParents(targets.size(), fanout),
-                      std::move(targetOfRank));
+      call->setRoutes(st.name, involved, parents, std::move(targetOfRank));
     Status tracked = st.procs->track(call, involved);
     if (!tracked.isOk()) {
       call->fail(tracked);
@@ -113,6 +132,14 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
     Status alive = st.procs->checkProcs(involved);
     if (!alive.isOk())
       return alive;
+  }
+
+  // Backpressure: wait (bounded) for room on the links this send uses
+  // before numbering it, so a timeout fails the send without a gap.
+  if (Status room = waitForRoom(rt, targets, parents); !room.isOk()) {
+    if (call)
+      call->fail(room);
+    return room;
   }
 
   proto::ReplyMode replyMode = mode == Mode::None     ? proto::REPLY_NONE

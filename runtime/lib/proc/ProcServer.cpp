@@ -177,6 +177,7 @@ void ProcServer::cast(transport::Message &&message) {
     for (auto &t : child.rest)
       *fc->add_subtree() = std::move(t);
     fwd.payloads = message.payloads;
+    fwd.credit = message.credit; // held until written towards the child
     std::string childAddr = fc->here().addr();
     auto link = rt.link(childAddr);
     if (!link.ok()) {
@@ -212,6 +213,7 @@ void ProcServer::cast(transport::Message &&message) {
   call->endpoint = std::move(*mutableCast->mutable_endpoint());
   call->args = std::move(*mutableCast->mutable_args());
   call->payloads = std::move(message.payloads);
+  call->credit = std::move(message.credit);
   ReplySink sink;
   if (merger)
     sink = [merger](HandlerResult &&r) { merger->addLocal(std::move(r)); };
