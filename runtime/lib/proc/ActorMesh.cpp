@@ -47,9 +47,12 @@ Expected<int64_t> ActorMesh::chooseRank() const {
 }
 
 namespace {
-/// Waits for room on the links to the first hops of a cast.
-Status waitForRoom(Runtime &rt, const std::vector<proto::CastTarget> &targets,
-                   const std::vector<int32_t> &parents) {
+/// The links to the first hops of a cast (in the order splitCastTree gives
+/// them), once each has room for more (bounded wait: backpressure).
+Expected<std::vector<std::shared_ptr<transport::Link>>>
+firstHopLinks(Runtime &rt, const std::vector<proto::CastTarget> &targets,
+              const std::vector<int32_t> &parents) {
+  std::vector<std::shared_ptr<transport::Link>> links;
   for (size_t t = 0; t < targets.size(); ++t) {
     if (!parents.empty() && parents[t] >= 0)
       continue; // reached through another proc
@@ -58,8 +61,9 @@ Status waitForRoom(Runtime &rt, const std::vector<proto::CastTarget> &targets,
       return link.status();
     if (Status room = (*link)->waitForRoom(rt.sendTimeout()); !room.isOk())
       return room;
+    links.push_back(std::move(*link));
   }
-  return Status::ok();
+  return links;
 }
 } // namespace
 
@@ -136,10 +140,11 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
 
   // Backpressure: wait (bounded) for room on the links this send uses
   // before numbering it, so a timeout fails the send without a gap.
-  if (Status room = waitForRoom(rt, targets, parents); !room.isOk()) {
+  auto links = firstHopLinks(rt, targets, parents);
+  if (!links.ok()) {
     if (call)
-      call->fail(room);
-    return room;
+      call->fail(links.status());
+    return links.status();
   }
 
   proto::ReplyMode replyMode = mode == Mode::None     ? proto::REPLY_NONE
@@ -149,6 +154,12 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
   for (auto &t : targets)
     t.set_seq(rt.nextSeq(t.addr()));
   auto children = splitCastTree(std::move(targets), fanout);
+  if (children.size() != links->size()) {
+    Status bad(ErrorCode::Internal, "cast tree and first-hop links disagree");
+    if (call)
+      call->fail(bad);
+    return bad;
+  }
   for (size_t i = 0; i < children.size(); ++i) {
     auto &child = children[i];
     bool last = i + 1 == children.size();
@@ -173,13 +184,7 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
       m.payloads = std::move(payloads);
     else
       m.payloads = payloads;
-    auto link = rt.link(c->here().addr());
-    if (!link.ok()) {
-      if (call)
-        call->fail(link.status());
-      return link.status();
-    }
-    (*link)->send(std::move(m));
+    (*links)[i]->send(std::move(m));
   }
   return call;
 }
