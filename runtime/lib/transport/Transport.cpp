@@ -164,6 +164,9 @@ public:
   }
 
   Status waitForRoom(std::chrono::milliseconds timeout) override {
+    // The common case, a link with room, takes no lock.
+    if (unwrittenBytes.load(std::memory_order_relaxed) <= opts.maxQueuedBytes)
+      return Status::ok();
     if (io.get_executor().running_in_this_thread())
       return Status::ok(); // the io thread drains the queue; it never waits
     std::unique_lock<std::mutex> lock(mu);
@@ -174,7 +177,7 @@ public:
       return Status::ok();
     return Status(ErrorCode::Timeout,
                   "link to " + peerAddr.toString() + " still holds " +
-                      std::to_string(unwrittenBytes) +
+                      std::to_string(unwrittenBytes.load()) +
                       " unwritten bytes after " +
                       std::to_string(timeout.count()) +
                       " ms (the receiver is not keeping up)");
@@ -347,7 +350,7 @@ private:
       {
         std::lock_guard<std::mutex> guard(self->mu);
         self->unwrittenBytes -=
-            std::min(self->unwrittenBytes, self->inflightBytes);
+            std::min(self->unwrittenBytes.load(), self->inflightBytes);
         self->inflightBytes = 0;
       }
       self->roomCv.notify_all();
@@ -401,7 +404,8 @@ private:
   std::chrono::steady_clock::time_point lastSend;
   std::deque<EncodedMessage> queue;
   std::vector<EncodedMessage> inflight; // touched only on the io thread
-  size_t unwrittenBytes = 0;            // queued or in flight, not yet written
+  // Queued or in flight, not yet written; changed under `mu`, read without.
+  std::atomic<size_t> unwrittenBytes{0};
   size_t inflightBytes = 0; // of unwrittenBytes, in the write under way
   std::condition_variable roomCv;
   std::vector<CloseHandler> closeHandlers;
