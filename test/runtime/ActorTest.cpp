@@ -243,6 +243,25 @@ TEST(Actors, WrongShapeAndMissingWorkerAreErrors) {
 namespace monarch::test {
 namespace {
 
+TEST(Actors, EndpointsMessageMeshesTheActorHolds) {
+  auto procs = thisHost().spawnProcs({{"gpu", 1}}, testProcOptions("outer"));
+  ASSERT_TRUE(procs.ok()) << procs.status().toString();
+  auto relay =
+      procs->spawn("relay", "Relay", std::string(MONARCH_TEST_ACTORS_LIB));
+  ASSERT_TRUE(relay.ok()) << relay.status().toString();
+  for (int i = 0; i < 3; ++i) {
+    auto joined = relay->callOne<std::string>("relay", std::string("hi"))
+                      .get(std::chrono::seconds(20));
+    ASSERT_TRUE(joined.ok()) << joined.status().toString();
+    EXPECT_EQ(*joined, "hi;hi;");
+  }
+  auto rank = relay->callOne<int64_t>("broadcastThenCall", int64_t{50})
+                  .get(std::chrono::seconds(20));
+  ASSERT_TRUE(rank.ok()) << rank.status().toString();
+  EXPECT_EQ(*rank, 1);
+  EXPECT_TRUE(procs->stop().isOk());
+}
+
 TEST(Actors, InProcessProcsRunTheSameActorPath) {
   auto options = testProcOptions("inprocess");
   options.launcher = std::make_shared<InProcessLauncher>();

@@ -2,6 +2,7 @@
 #include "TestSupport.h"
 
 #include <csignal>
+#include <thread>
 #include <unistd.h>
 
 namespace monarch::test {
@@ -223,6 +224,82 @@ TEST(Supervision, StopEndsEveryProcWithoutEvents) {
   auto echo = procs->spawn("late", "Echo");
   EXPECT_FALSE(echo.ok());
   EXPECT_EQ(events.snapshot().size(), 0u);
+}
+
+/// Fan-out 2 over 4 procs: the caller sends to procs 0 and 2, which forward
+/// to procs 1 and 3.
+class TreeOfFour : public testing::Test {
+protected:
+  void SetUp() override { Runtime::global().setFanout(2); }
+  void TearDown() override { Runtime::global().setFanout(16); }
+};
+
+TEST_F(TreeOfFour, DeadMiddleProcCutsOffOnlyItsSubtree) {
+  auto procs = thisHost().spawnProcs({{"gpu", 4}}, testProcOptions("mid"));
+  ASSERT_TRUE(procs.ok()) << procs.status().toString();
+  EventLog events;
+  procs->supervise(events.hook());
+  auto echo = procs->spawn("w", "Echo");
+  ASSERT_TRUE(echo.ok());
+  auto replies = echo->stream<int64_t>("sleepMs", int64_t{400});
+  ASSERT_EQ(replies.size(), 4u);
+  auto start = Clock::now();
+  ASSERT_EQ(::kill(procs->pids()[2], SIGKILL), 0);
+
+  // Proc 2 and proc 3 below it are cut off: supervision errors within a
+  // second, naming the mesh and the rank.
+  for (int rank : {2, 3}) {
+    auto r = replies[rank].get(5s);
+    ASSERT_FALSE(r.ok()) << "rank " << rank;
+    EXPECT_LT(msSince(start), 1000);
+    EXPECT_EQ(r.status().code(), ErrorCode::Supervision);
+    EXPECT_TRUE(
+        contains(r.status().message(), "w[" + std::to_string(rank) + "]"))
+        << r.status().message();
+    EXPECT_TRUE(contains(r.status().message(), "proc mesh 'mid' rank 2"))
+        << r.status().message();
+  }
+  // The healthy subtree (proc 0 and proc 1 below it) still delivers.
+  for (int rank : {0, 1}) {
+    auto r = replies[rank].get(5s);
+    ASSERT_TRUE(r.ok()) << r.status().toString();
+    EXPECT_EQ(*r, 400);
+  }
+  // Proc 3 itself lives: direct calls to its actor work.
+  auto three = echo->slice("gpu", 3)->callOne<int64_t>("rank").get(5s);
+  ASSERT_TRUE(three.ok()) << three.status().toString();
+  EXPECT_EQ(*three, 3);
+  ASSERT_TRUE(events.waitFor(1));
+  EXPECT_EQ(events.snapshot().front().rank, 2);
+  EXPECT_TRUE(procs->stop().isOk());
+}
+
+TEST_F(TreeOfFour, MergeGoesUpWithoutADeadLeaf) {
+  auto procs = thisHost().spawnProcs({{"gpu", 4}}, testProcOptions("leaf"));
+  ASSERT_TRUE(procs.ok()) << procs.status().toString();
+  EventLog events;
+  procs->supervise(events.hook());
+  auto echo = procs->spawn("w", "Echo");
+  ASSERT_TRUE(echo.ok());
+  uint64_t before = PendingCall::replyMessagesReceived();
+  auto all = echo->call<int64_t>("sleepMs", int64_t{400});
+  auto start = Clock::now();
+  ASSERT_EQ(::kill(procs->pids()[1], SIGKILL), 0);
+
+  // The call fails at once, naming the mesh and the unreachable rank.
+  auto r = all.get(5s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_LT(msSince(start), 1000);
+  EXPECT_EQ(r.status().code(), ErrorCode::Supervision);
+  EXPECT_TRUE(contains(r.status().message(), "w[1]")) << r.status().message();
+  // Proc 0 gives up its dead child and still sends its merged reply (with
+  // rank 0's value); with proc 2's, the caller gets both first-level replies.
+  auto deadline = Clock::now() + 5s;
+  while (PendingCall::replyMessagesReceived() - before < 2 &&
+         Clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(PendingCall::replyMessagesReceived() - before, 2u);
+  EXPECT_TRUE(procs->stop().isOk());
 }
 
 } // namespace

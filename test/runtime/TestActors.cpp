@@ -4,7 +4,7 @@
 // actorLibraries); the controller refers to these classes by name only.
 //
 //===----------------------------------------------------------------------===//
-#include "monarch/runtime/actor/Actor.h"
+#include "monarch/runtime/Monarch.h"
 
 #include <chrono>
 #include <csignal>
@@ -105,6 +105,55 @@ private:
   int64_t value;
 };
 
+/// Holds an actor mesh of its own (on procs it spawned) and messages it from
+/// its endpoints: actors are clients of other meshes too.
+class Relay : public Actor {
+public:
+  explicit Relay(std::string actorLibrary) {
+    monarch::SpawnProcsOptions options;
+    options.name = "inner";
+    options.actorLibraries = {actorLibrary};
+    auto spawned = monarch::thisHost().spawnProcs({{"gpu", 2}}, options);
+    if (!spawned.ok())
+      throw std::runtime_error(spawned.status().toString());
+    procs = std::make_unique<monarch::ProcMesh>(std::move(*spawned));
+    auto echo = procs->spawn("innerEcho", "Echo");
+    if (!echo.ok())
+      throw std::runtime_error(echo.status().toString());
+    inner = std::make_unique<monarch::ActorMesh>(std::move(*echo));
+  }
+  ~Relay() override { (void)procs->stop(); }
+
+  /// Every inner rank's echo of `text`, joined.
+  std::string relay(std::string text) {
+    auto replies =
+        inner->call<std::string>("echo", text).get(std::chrono::seconds(10));
+    if (!replies.ok())
+      throw std::runtime_error(replies.status().toString());
+    std::string joined;
+    for (const auto &r : replies->values())
+      joined += r + ";";
+    return joined;
+  }
+  /// Fire-and-forget to the inner mesh, then a call that sees its effect.
+  int64_t broadcastThenCall(int64_t ms) {
+    auto sent = inner->broadcast("sleepMs", ms);
+    if (!sent.isOk())
+      throw std::runtime_error(sent.toString());
+    auto one = inner->slice("gpu", 1);
+    if (!one.ok())
+      throw std::runtime_error(one.status().toString());
+    auto rank = one->callOne<int64_t>("rank").get(std::chrono::seconds(10));
+    if (!rank.ok())
+      throw std::runtime_error(rank.status().toString());
+    return *rank;
+  }
+
+private:
+  std::unique_ptr<monarch::ProcMesh> procs;
+  std::unique_ptr<monarch::ActorMesh> inner;
+};
+
 const bool registered =
     ActorClass<Echo>("Echo")
         .endpoint("echo", &Echo::echo)
@@ -130,6 +179,11 @@ const bool registered =
         .install() &&
     ActorClass<FailingConstructor>("FailingConstructor")
         .endpoint("never", &FailingConstructor::never)
+        .install() &&
+    ActorClass<Relay>("Relay")
+        .constructor<std::string>()
+        .endpoint("relay", &Relay::relay)
+        .endpoint("broadcastThenCall", &Relay::broadcastThenCall)
         .install() &&
     ActorClass<Counter>("Counter")
         .constructor<int64_t>()

@@ -148,8 +148,9 @@ TEST(Auth, MacsDependOnSecretLabelAndNonce) {
 class TransportFixture {
 public:
   explicit TransportFixture(std::string secret)
-      : guard(asio::make_work_guard(io)),
-        transport(io, TransportOptions{std::move(secret), {}, 2000}),
+      : TransportFixture(TransportOptions{std::move(secret), {}, 2000}) {}
+  explicit TransportFixture(TransportOptions options)
+      : guard(asio::make_work_guard(io)), transport(io, std::move(options)),
         thread([this] { io.run(); }) {}
   ~TransportFixture() {
     guard.reset();
@@ -221,6 +222,87 @@ TEST_P(LinkOrder, DeliversInSendOrderWithPayloads) {
 
 INSTANTIATE_TEST_SUITE_P(AllTransports, LinkOrder,
                          testing::Values("inproc", "unix", "tcp"));
+
+/// A receiver that holds every message (an actor that does not keep up)
+/// until released, then drops them as they come; records arrival order.
+struct SlowReceiver {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool holding = true;
+  std::vector<Message> held;
+  size_t heldBytes = 0;
+  std::vector<uint64_t> seqs;
+  MessageHandler handler() {
+    return [this](Message &&m) {
+      std::lock_guard<std::mutex> g(mu);
+      seqs.push_back(m.envelope.seq());
+      if (holding) {
+        heldBytes += m.payloads.empty() ? 0 : m.payloads[0].size();
+        held.push_back(std::move(m));
+      }
+      cv.notify_all();
+    };
+  }
+  void release() {
+    std::vector<Message> drop;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      holding = false;
+      drop.swap(held);
+    }
+    // Dropping the messages returns their credit; the connection reads on.
+  }
+  bool waitFor(size_t n, std::chrono::milliseconds t = 10s) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, t, [&] { return seqs.size() >= n; });
+  }
+};
+
+TEST(Flow, SlowReceiverBoundsMemoryOnBothSides) {
+  constexpr size_t limit = 1u << 20, messageBytes = 64u << 10;
+  TransportOptions options{"secret", {}, 2000};
+  options.maxQueuedBytes = limit;
+  options.maxUnhandledBytes = limit;
+  TransportFixture fx(options);
+  SlowReceiver receiver;
+  auto listener = fx.transport.listen(*ChannelAddr::parse(tempSocket("flow")),
+                                      receiver.handler());
+  ASSERT_TRUE(listener.ok()) << listener.status().toString();
+  auto link = fx.transport.connect((*listener)->addr());
+
+  // A fast sender: far more than both limits and the kernel's buffers
+  // together, unless backpressure stops it.
+  uint64_t sent = 0;
+  Status room;
+  for (uint64_t i = 1; i <= 2000; ++i) {
+    room = link->waitForRoom(300ms);
+    if (!room.isOk())
+      break;
+    link->send(sampleMessage(i, messageBytes));
+    sent = i;
+  }
+  ASSERT_FALSE(room.isOk())
+      << "2000 messages of 64 KiB went out unchecked; closed "
+      << link->isClosed() << " queued " << link->queuedBytes();
+  EXPECT_EQ(room.code(), ErrorCode::Timeout);
+  EXPECT_LT(sent * messageBytes, 64u << 20);
+  EXPECT_LE(link->queuedBytes(), limit + messageBytes + 1024);
+  {
+    std::lock_guard<std::mutex> g(receiver.mu);
+    EXPECT_LE(receiver.heldBytes, limit + 2 * messageBytes);
+    EXPECT_GT(receiver.heldBytes, 0u);
+  }
+
+  // Once the receiver lets go, everything arrives, in order, and there is
+  // room again.
+  receiver.release();
+  ASSERT_TRUE(receiver.waitFor(sent));
+  EXPECT_TRUE(link->waitForRoom(5s).isOk());
+  std::lock_guard<std::mutex> g(receiver.mu);
+  ASSERT_EQ(receiver.seqs.size(), sent);
+  for (uint64_t i = 0; i < sent; ++i)
+    ASSERT_EQ(receiver.seqs[i], i + 1);
+}
 
 TEST(Auth, WrongSecretIsRefusedBeforeAnyMessage) {
   for (const std::string &where :

@@ -46,12 +46,34 @@ Expected<int64_t> ActorMesh::chooseRank() const {
   return live[state->chooseCounter.fetch_add(1) % live.size()];
 }
 
+namespace {
+/// The links to the first hops of a cast (in the order splitCastTree gives
+/// them), once each has room for more (bounded wait: backpressure).
+Expected<std::vector<std::shared_ptr<transport::Link>>>
+firstHopLinks(Runtime &rt, const std::vector<proto::CastTarget> &targets,
+              const std::vector<int32_t> &parents) {
+  std::vector<std::shared_ptr<transport::Link>> links;
+  for (size_t t = 0; t < targets.size(); ++t) {
+    if (!parents.empty() && parents[t] >= 0)
+      continue; // reached through another proc
+    auto link = rt.link(targets[t].addr());
+    if (!link.ok())
+      return link.status();
+    if (Status room = (*link)->waitForRoom(rt.sendTimeout()); !room.isOk())
+      return room;
+    links.push_back(std::move(*link));
+  }
+  return links;
+}
+} // namespace
+
 Expected<std::shared_ptr<PendingCall>>
 ActorMesh::castRaw(const std::vector<int64_t> &ranks,
                    const std::string &endpoint, proto::Value args,
                    PayloadList payloads, Mode mode) const {
   ActorMeshState &st = *state;
   Runtime &rt = st.procs->rt;
+  const uint32_t fanout = rt.fanout();
   Status usable = st.checkRanks(ranks);
   if (!usable.isOk())
     return usable;
@@ -65,6 +87,9 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
     targetOf.assign(st.procRanks.size(), -1);
   std::vector<uint32_t> actorRanks;
   actorRanks.reserve(ranks.size());
+  std::vector<uint32_t> targetOfRank; // filled only for casts to several procs
+  if (ranks.size() > 1)
+    targetOfRank.reserve(ranks.size());
   for (int64_t r : ranks) {
     uint32_t rank = static_cast<uint32_t>(r);
     uint32_t index = rank / st.perProc;
@@ -83,7 +108,13 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
       involved.push_back(procRank);
     }
     targets[at].add_locals(rank % st.perProc);
+    if (ranks.size() > 1)
+      targetOfRank.push_back(static_cast<uint32_t>(at));
   }
+
+  std::vector<int32_t> parents;
+  if (targets.size() > 1)
+    parents = castTreeParents(targets.size(), fanout);
 
   std::shared_ptr<PendingCall> call;
   proto::PortRef replyTo;
@@ -93,6 +124,9 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
         std::unordered_set<uint32_t>(involved.begin(), involved.end()),
         mode == Mode::Direct);
     replyTo = call->open();
+    // Through a tree, a failed proc cuts off only the ranks below it.
+    if (targets.size() > 1)
+      call->setRoutes(st.name, involved, parents, std::move(targetOfRank));
     Status tracked = st.procs->track(call, involved);
     if (!tracked.isOk()) {
       call->fail(tracked);
@@ -104,13 +138,28 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
       return alive;
   }
 
+  // Backpressure: wait (bounded) for room on the links this send uses
+  // before numbering it, so a timeout fails the send without a gap.
+  auto links = firstHopLinks(rt, targets, parents);
+  if (!links.ok()) {
+    if (call)
+      call->fail(links.status());
+    return links.status();
+  }
+
   proto::ReplyMode replyMode = mode == Mode::None     ? proto::REPLY_NONE
                                : mode == Mode::Merged ? proto::REPLY_MERGED
                                                       : proto::REPLY_DIRECT;
   std::lock_guard<std::mutex> guard(rt.sendMutex());
   for (auto &t : targets)
     t.set_seq(rt.nextSeq(t.addr()));
-  auto children = splitCastTree(std::move(targets), rt.fanout());
+  auto children = splitCastTree(std::move(targets), fanout);
+  if (children.size() != links->size()) {
+    Status bad(ErrorCode::Internal, "cast tree and first-hop links disagree");
+    if (call)
+      call->fail(bad);
+    return bad;
+  }
   for (size_t i = 0; i < children.size(); ++i) {
     auto &child = children[i];
     bool last = i + 1 == children.size();
@@ -127,7 +176,7 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
     c->set_reply_mode(replyMode);
     if (call)
       *c->mutable_reply_to() = replyTo;
-    c->set_fanout(rt.fanout());
+    c->set_fanout(fanout);
     *c->mutable_here() = std::move(child.head);
     for (auto &t : child.rest)
       *c->add_subtree() = std::move(t);
@@ -135,13 +184,7 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
       m.payloads = std::move(payloads);
     else
       m.payloads = payloads;
-    auto link = rt.link(c->here().addr());
-    if (!link.ok()) {
-      if (call)
-        call->fail(link.status());
-      return link.status();
-    }
-    (*link)->send(std::move(m));
+    (*links)[i]->send(std::move(m));
   }
   return call;
 }

@@ -13,7 +13,9 @@ namespace monarch {
 
 Status meshErrorToStatus(const mesh::MeshError &error);
 
-Host thisHost() { return Host(Runtime::global()); }
+// In a worker, an actor spawning procs does so from the worker's own runtime:
+// one io thread, one arena and one private directory per process.
+Host thisHost() { return Host(Runtime::ofProcess()); }
 
 namespace {
 /// Readiness of the procs being spawned.

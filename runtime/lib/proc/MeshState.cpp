@@ -127,7 +127,7 @@ void ProcMeshState::procFailed(uint32_t rank, const std::string &reason) {
     m->procFailed(rank, message);
   for (auto &c : calls)
     if (c->involvesProc(rank))
-      c->fail(Status(ErrorCode::Supervision, message));
+      c->procFailed(rank, Status(ErrorCode::Supervision, message));
   // Casts that went through the dead proc left gaps in the survivors'
   // sequence numbers; tell them not to wait for those.
   {

@@ -52,7 +52,9 @@ void PendingCall::onReply(transport::Message &&reply) {
     outcome.rank = r.rank();
     outcome.payloads = payloads;
     if (r.outcome_case() == proto::RankResult::kError)
-      outcome.status = Status(ErrorCode::Remote, r.error());
+      outcome.status =
+          Status(r.unreachable() ? ErrorCode::Supervision : ErrorCode::Remote,
+                 r.error());
     else
       outcome.value = std::move(*r.mutable_value());
     if (!perRank.empty())
@@ -82,6 +84,69 @@ void PendingCall::fail(const Status &status) {
   }
   remaining = 0;
   finishLocked(lock);
+}
+
+void PendingCall::setRoutes(std::string mesh,
+                            std::vector<uint32_t> procsOfTargets,
+                            std::vector<int32_t> parentsOfTargets,
+                            std::vector<uint32_t> targetOfRank) {
+  std::lock_guard<std::mutex> guard(mu);
+  meshName = std::move(mesh);
+  targetProcs = std::move(procsOfTargets);
+  parents = std::move(parentsOfTargets);
+  targetOf = std::move(targetOfRank);
+}
+
+std::vector<size_t> PendingCall::routedThrough(uint32_t procRank) const {
+  std::vector<size_t> out;
+  if (targetOf.size() != rankList.size()) {
+    for (size_t i = 0; i < rankList.size(); ++i)
+      out.push_back(i);
+    return out;
+  }
+  // A target is cut off if the failed proc is the target or an ancestor.
+  std::vector<char> cut(targetProcs.size(), 0);
+  for (size_t t = 0; t < targetProcs.size(); ++t)
+    for (int64_t a = static_cast<int64_t>(t); a >= 0 && !cut[t];
+         a = parents[static_cast<size_t>(a)])
+      cut[t] = targetProcs[static_cast<size_t>(a)] == procRank;
+  for (size_t i = 0; i < targetOf.size(); ++i)
+    if (targetOf[i] < cut.size() && cut[targetOf[i]])
+      out.push_back(i);
+  return out;
+}
+
+void PendingCall::procFailed(uint32_t procRank, const Status &status) {
+  std::vector<std::pair<size_t, RankOutcome>> failed;
+  std::unique_lock<std::mutex> lock(mu);
+  if (remaining == 0)
+    return;
+  for (size_t i : routedThrough(procRank)) {
+    if (outcomes[i])
+      continue;
+    RankOutcome outcome;
+    outcome.rank = rankList[i];
+    outcome.status = status;
+    outcome.payloads = std::make_shared<const PayloadList>();
+    failed.emplace_back(i, outcome);
+    outcomes[i] = std::move(outcome);
+    --remaining;
+  }
+  if (failed.empty())
+    return;
+  if (remaining == 0)
+    return finishLocked(lock);
+  // The port stays open for the healthy ranks' replies; the all-ranks
+  // future fails now, naming the first unreachable rank.
+  std::string prefix =
+      meshName.empty()
+          ? ""
+          : meshName + "[" + std::to_string(failed.front().second.rank) + "]: ";
+  lock.unlock();
+  for (auto &[pos, outcome] : failed)
+    if (!perRank.empty())
+      perRank[pos].set(std::move(outcome));
+  allDone.set(Status(status.code(), prefix + status.message()));
 }
 
 void PendingCall::finishLocked(std::unique_lock<std::mutex> &lock) {

@@ -42,6 +42,8 @@ Status sendToPort(const proto::PortRef &to, proto::Value value,
   auto link = rt.link(to.addr());
   if (!link.ok())
     return link.status();
+  if (Status room = (*link)->waitForRoom(rt.sendTimeout()); !room.isOk())
+    return room;
   (*link)->send(std::move(m));
   return Status::ok();
 }

@@ -1,6 +1,7 @@
 #include "monarch/runtime/proc/ProcServer.h"
 
 #include "monarch/runtime/proc/CastTree.h"
+#include "monarch/runtime/proc/LinkWatch.h"
 #include "monarch/runtime/proc/ReplyMerger.h"
 #include "monarch/runtime/proc/Runtime.h"
 #include "monarch/runtime/util/Log.h"
@@ -20,7 +21,8 @@ transport::Message procReadyMessage(const proto::Bootstrap &boot, Runtime &rt) {
 }
 
 ProcServer::ProcServer(Runtime &rt, std::string procId, uint32_t procRank)
-    : rt(rt), procId(std::move(procId)), procRank(procRank) {}
+    : rt(rt), procId(std::move(procId)), procRank(procRank),
+      childWatch(std::make_shared<LinkWatch>()) {}
 
 void ProcServer::handle(transport::Message &&message) {
   switch (message.envelope.body_case()) {
@@ -133,15 +135,16 @@ void ProcServer::cast(transport::Message &&message) {
   size_t localCount = here.locals_size();
 
   std::shared_ptr<ReplyMerger> merger;
-  proto::PortRef childReplyTo = c.reply_to();
+  bool mergeChildren = false;
   if (c.reply_mode() == proto::REPLY_MERGED) {
     merger = std::make_shared<ReplyMerger>(rt, c.reply_to(),
                                            localCount + children.size());
-    if (!children.empty())
-      childReplyTo = merger->openChildPort();
+    mergeChildren = !children.empty();
   } else if (c.reply_mode() == proto::REPLY_DIRECT && localCount > 0) {
     merger = std::make_shared<ReplyMerger>(rt, c.reply_to(), localCount);
   }
+  // Actor ranks are proc_index * (actors per proc) + local index.
+  uint32_t perProc = mesh ? static_cast<uint32_t>(mesh->cells.size()) : 0;
 
   // Forward first, so the subtree starts while local actors run.
   for (auto &child : children) {
@@ -153,18 +156,53 @@ void ProcServer::cast(transport::Message &&message) {
     fc->set_endpoint(c.endpoint());
     *fc->mutable_args() = c.args();
     fc->set_reply_mode(c.reply_mode());
-    *fc->mutable_reply_to() = childReplyTo;
+    size_t childIndex = 0;
+    if (mergeChildren) {
+      std::vector<uint32_t> ranks;
+      if (perProc > 0) {
+        for (uint32_t local : child.head.locals())
+          ranks.push_back(child.head.proc_index() * perProc + local);
+        for (const auto &t : child.rest)
+          for (uint32_t local : t.locals())
+            ranks.push_back(t.proc_index() * perProc + local);
+      }
+      auto [port, index] = merger->openChildPort(std::move(ranks));
+      *fc->mutable_reply_to() = std::move(port);
+      childIndex = index;
+    } else {
+      *fc->mutable_reply_to() = c.reply_to();
+    }
     fc->set_fanout(c.fanout());
     *fc->mutable_here() = std::move(child.head);
     for (auto &t : child.rest)
       *fc->add_subtree() = std::move(t);
     fwd.payloads = message.payloads;
-    auto link = rt.link(fc->here().addr());
-    if (link.ok())
-      (*link)->send(std::move(fwd));
-    else
-      log::error("cannot forward cast to ", fc->here().addr(), ": ",
+    fwd.credit = message.credit; // held until written towards the child
+    std::string childAddr = fc->here().addr();
+    auto link = rt.link(childAddr);
+    if (!link.ok()) {
+      log::error("cannot forward cast to ", childAddr, ": ",
                  link.status().toString());
+      if (mergeChildren)
+        merger->childLost(childIndex, "cannot reach proc at " + childAddr +
+                                          ": " + link.status().message());
+      continue;
+    }
+    if (mergeChildren) {
+      // If the child's link closes before it replied, its subtree's ranks
+      // are reported unreachable instead of holding up the whole merge.
+      std::weak_ptr<ReplyMerger> weak = merger;
+      std::string lostFrom = procId;
+      childWatch->watch(
+          *link, weak,
+          [weak, childIndex, childAddr, lostFrom](const Status &why) {
+            if (auto m = weak.lock())
+              m->childLost(childIndex,
+                           "proc " + lostFrom + " lost its link to proc at " +
+                               childAddr + " (" + why.message() + ")");
+          });
+    }
+    (*link)->send(std::move(fwd));
   }
 
   if (localCount == 0)
@@ -175,6 +213,7 @@ void ProcServer::cast(transport::Message &&message) {
   call->endpoint = std::move(*mutableCast->mutable_endpoint());
   call->args = std::move(*mutableCast->mutable_args());
   call->payloads = std::move(message.payloads);
+  call->credit = std::move(message.credit);
   ReplySink sink;
   if (merger)
     sink = [merger](HandlerResult &&r) { merger->addLocal(std::move(r)); };

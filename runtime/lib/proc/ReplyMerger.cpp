@@ -28,19 +28,28 @@ ReplyMerger::ReplyMerger(Runtime &rt, proto::PortRef upstream,
 }
 
 ReplyMerger::~ReplyMerger() {
-  if (childPort)
-    rt.router().closePort(childPort);
+  for (auto &child : children)
+    if (child.port)
+      rt.router().closePort(child.port);
 }
 
-proto::PortRef ReplyMerger::openChildPort() {
-  // The port holds the merger alive until the merge is sent.
+std::pair<proto::PortRef, size_t>
+ReplyMerger::openChildPort(std::vector<uint32_t> ranks) {
+  // The port holds the merger alive until the child replied or the merge is
+  // sent.
   auto self = shared_from_this();
-  childPort = rt.router().openPort(
-      [self](transport::Message &&reply) { self->addChild(std::move(reply)); });
+  std::lock_guard<std::mutex> guard(mu);
+  size_t index = children.size();
+  Child child;
+  child.ranks = std::move(ranks);
+  child.port = rt.router().openPort([self, index](transport::Message &&reply) {
+    self->addChild(index, std::move(reply));
+  });
   proto::PortRef ref;
   ref.set_addr(rt.addr());
-  ref.set_port(childPort);
-  return ref;
+  ref.set_port(child.port);
+  children.push_back(std::move(child));
+  return {ref, index};
 }
 
 void ReplyMerger::addLocal(HandlerResult &&result) {
@@ -55,11 +64,17 @@ void ReplyMerger::addLocal(HandlerResult &&result) {
   } else {
     out->set_error(result.status.message());
   }
-  partDone(lock);
+  partDone(lock, 0);
 }
 
-void ReplyMerger::addChild(transport::Message &&reply) {
+void ReplyMerger::addChild(size_t index, transport::Message &&reply) {
   std::unique_lock<std::mutex> lock(mu);
+  if (index >= children.size() || children[index].done)
+    return;
+  Child &child = children[index];
+  child.done = true;
+  uint64_t port = child.port;
+  child.port = 0;
   uint32_t offset = static_cast<uint32_t>(merged.payloads.size());
   auto *results = reply.envelope.mutable_cast_reply()->mutable_results();
   auto *into = merged.envelope.mutable_cast_reply()->mutable_results();
@@ -70,19 +85,49 @@ void ReplyMerger::addChild(transport::Message &&reply) {
   }
   for (auto &p : reply.payloads)
     merged.payloads.push_back(std::move(p));
-  partDone(lock);
+  partDone(lock, port);
 }
 
-void ReplyMerger::partDone(std::unique_lock<std::mutex> &lock) {
-  if (remaining == 0 || --remaining > 0)
+void ReplyMerger::childLost(size_t index, const std::string &reason) {
+  std::unique_lock<std::mutex> lock(mu);
+  if (index >= children.size() || children[index].done)
     return;
-  transport::Message out = std::move(merged);
-  uint64_t port = childPort;
-  childPort = 0;
+  Child &child = children[index];
+  child.done = true;
+  uint64_t port = child.port;
+  child.port = 0;
+  auto *into = merged.envelope.mutable_cast_reply();
+  for (uint32_t rank : child.ranks) {
+    auto *r = into->add_results();
+    r->set_rank(rank);
+    r->set_error("unreachable: " + reason);
+    r->set_unreachable(true);
+  }
+  partDone(lock, port);
+}
+
+void ReplyMerger::partDone(std::unique_lock<std::mutex> &lock,
+                           uint64_t closingPort) {
+  // The caller holds a reference (a port handler, a sink or a watcher), so
+  // closing ports below cannot destroy this merger under our feet.
+  std::vector<uint64_t> ports;
+  if (closingPort)
+    ports.push_back(closingPort);
+  bool complete = remaining > 0 && --remaining == 0;
+  transport::Message out;
+  if (complete) {
+    out = std::move(merged);
+    for (auto &child : children)
+      if (child.port) {
+        ports.push_back(child.port);
+        child.port = 0;
+      }
+  }
   lock.unlock();
-  if (port)
-    rt.router().closePort(port); // drops the port's reference to this merger
-  sendToPort(rt, upstream, std::move(out));
+  for (uint64_t port : ports)
+    rt.router().closePort(port); // drops the port's reference to the merger
+  if (complete)
+    sendToPort(rt, upstream, std::move(out));
 }
 
 } // namespace monarch

@@ -66,6 +66,8 @@ Runtime::Runtime(RuntimeOptions options) : opts(std::move(options)) {
   ioImpl = std::make_unique<asio::io_context>(1);
   transport::TransportOptions topts;
   topts.secret = opts.secret;
+  topts.maxQueuedBytes = opts.flowLimitBytes;
+  topts.maxUnhandledBytes = opts.flowLimitBytes;
   transportImpl = std::make_unique<transport::Transport>(*ioImpl, topts);
   // Actors are run by enqueued tasks, never by a thread that joins the
   // arena, so no slot is reserved for masters. Handlers may block (a slow
@@ -136,6 +138,12 @@ const std::string &Runtime::privateDir() {
   if (dir.empty())
     dir = makePrivateDir();
   return dir;
+}
+
+void Runtime::removePrivateDir() {
+  std::lock_guard<std::mutex> guard(dirMu);
+  removeDir(dir);
+  dir.clear();
 }
 
 bool Runtime::onIoThread() { return isIoThread; }

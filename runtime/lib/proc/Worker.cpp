@@ -88,6 +88,9 @@ int runWorker() {
   }
   log::debug("worker ", boot.proc_id(), " stopping",
              orphaned ? " (parent gone)" : "");
+  // Procs that actors of this worker spawned end with it (PR_SET_PDEATHSIG);
+  // their sockets' directory goes now.
+  rt->removePrivateDir();
   std::fflush(stdout);
   std::fflush(stderr);
   // Actor threads may still be running handlers; skip static destructors.

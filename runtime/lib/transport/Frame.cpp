@@ -73,6 +73,7 @@ Expected<EncodedMessage> encodeMessage(Message message,
     return Status(ErrorCode::Invalid, "control frame exceeds the limit");
   out.control = encodeSizedControlFrame(env, size);
   out.payloads = std::move(message.payloads);
+  out.credit = std::move(message.credit);
   return out;
 }
 

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <set>
@@ -135,6 +136,7 @@ public:
       return;
     if (queue.empty())
       skipBytes = written;
+    unwrittenBytes += encoded->totalBytes() - written;
     queue.push_back(std::move(*encoded));
     if (state == State::Open && !writing) {
       writing = true;
@@ -159,6 +161,31 @@ public:
   bool isClosed() const override {
     std::lock_guard<std::mutex> guard(mu);
     return state == State::Closed;
+  }
+
+  Status waitForRoom(std::chrono::milliseconds timeout) override {
+    // The common case, a link with room, takes no lock.
+    if (unwrittenBytes.load(std::memory_order_relaxed) <= opts.maxQueuedBytes)
+      return Status::ok();
+    if (io.get_executor().running_in_this_thread())
+      return Status::ok(); // the io thread drains the queue; it never waits
+    std::unique_lock<std::mutex> lock(mu);
+    if (roomCv.wait_for(lock, timeout, [&] {
+          return state == State::Closed ||
+                 unwrittenBytes <= opts.maxQueuedBytes;
+        }))
+      return Status::ok();
+    return Status(ErrorCode::Timeout,
+                  "link to " + peerAddr.toString() + " still holds " +
+                      std::to_string(unwrittenBytes.load()) +
+                      " unwritten bytes after " +
+                      std::to_string(timeout.count()) +
+                      " ms (the receiver is not keeping up)");
+  }
+
+  size_t queuedBytes() const override {
+    std::lock_guard<std::mutex> guard(mu);
+    return unwrittenBytes;
   }
 
   void close() override {
@@ -294,6 +321,8 @@ private:
         inflight.push_back(std::move(queue.front()));
         queue.pop_front();
       }
+      // skipBytes of the first message are written already and not counted.
+      inflightBytes = bytes - std::min(bytes, skipBytes);
       if (inflight.empty()) {
         writing = false;
         return;
@@ -318,6 +347,13 @@ private:
     }
     asio::async_write(socket, buffers, [self](asio::error_code ec, size_t) {
       self->inflight.clear();
+      {
+        std::lock_guard<std::mutex> guard(self->mu);
+        self->unwrittenBytes -=
+            std::min(self->unwrittenBytes.load(), self->inflightBytes);
+        self->inflightBytes = 0;
+      }
+      self->roomCv.notify_all();
       if (ec)
         return self->fail(
             Status(ErrorCode::Closed, "write to " + self->peerAddr.toString() +
@@ -340,8 +376,10 @@ private:
       state = State::Closed;
       closeReason = reason;
       queue.clear();
+      unwrittenBytes = 0;
       handlers.swap(closeHandlers);
     }
+    roomCv.notify_all();
     asio::error_code ignored;
     timer.cancel();
     socket.close(ignored);
@@ -366,6 +404,10 @@ private:
   std::chrono::steady_clock::time_point lastSend;
   std::deque<EncodedMessage> queue;
   std::vector<EncodedMessage> inflight; // touched only on the io thread
+  // Queued or in flight, not yet written; changed under `mu`, read without.
+  std::atomic<size_t> unwrittenBytes{0};
+  size_t inflightBytes = 0; // of unwrittenBytes, in the write under way
+  std::condition_variable roomCv;
   std::vector<CloseHandler> closeHandlers;
   Status closeReason;
 };
@@ -373,6 +415,48 @@ private:
 //===----------------------------------------------------------------------===//
 // Server side: an accepted connection and the listener.
 //===----------------------------------------------------------------------===//
+
+/// Counts the bytes a connection delivered that are still held somewhere
+/// (each read's bytes are one credit, shared by the messages it completed).
+/// Reading pauses above the limit and resumes once half of it is released.
+class ReadFlow : public std::enable_shared_from_this<ReadFlow> {
+public:
+  ReadFlow(size_t limit, std::function<void()> resume)
+      : limit(limit), resume(std::move(resume)) {}
+
+  /// A credit for `bytes` just read; released when its last holder is gone.
+  std::shared_ptr<const void> take(size_t bytes) {
+    held.fetch_add(bytes, std::memory_order_relaxed);
+    auto self = shared_from_this();
+    return std::shared_ptr<const void>(
+        nullptr, [self, bytes](const void *) { self->release(bytes); });
+  }
+
+  /// On the io thread, before the next read: true if reading must pause.
+  bool pauseIfFull() {
+    if (held.load(std::memory_order_acquire) <= limit)
+      return false;
+    paused.store(true, std::memory_order_seq_cst);
+    // A release may have brought it low before `paused` was visible.
+    if (held.load(std::memory_order_seq_cst) <= limit / 2 &&
+        paused.exchange(false))
+      return false;
+    return true;
+  }
+
+private:
+  void release(size_t bytes) {
+    size_t now = held.fetch_sub(bytes, std::memory_order_seq_cst) - bytes;
+    if (now <= limit / 2 && paused.load(std::memory_order_seq_cst) &&
+        paused.exchange(false))
+      resume();
+  }
+
+  const size_t limit;
+  std::function<void()> resume;
+  std::atomic<size_t> held{0};
+  std::atomic<bool> paused{false};
+};
 
 template <typename Protocol>
 class ServerConnection
@@ -386,6 +470,17 @@ public:
 
   void start() {
     auto self = this->shared_from_this();
+    std::weak_ptr<ServerConnection> weak = self;
+    auto executor = socket.get_executor();
+    flow = std::make_shared<ReadFlow>(opts.maxUnhandledBytes, [weak, executor] {
+      asio::post(executor, [weak] {
+        if (auto conn = weak.lock()) {
+          conn->pausedSelf.reset();
+          if (conn->socket.is_open())
+            conn->readMore();
+        }
+      });
+    });
     tuneSocket(socket);
     timer.expires_after(std::chrono::milliseconds(opts.handshakeTimeoutMs));
     timer.async_wait([self](asio::error_code ec) {
@@ -408,6 +503,7 @@ public:
     asio::error_code ignored;
     timer.cancel();
     socket.close(ignored);
+    pausedSelf.reset();
   }
 
 private:
@@ -440,15 +536,30 @@ private:
         });
   }
 
-  void readMessages() {
+  /// Delivers the whole messages buffered, each holding `credit` (the
+  /// bytes of the read that completed them), then reads on unless the
+  /// connection holds too much unhandled data.
+  void readMessages(std::shared_ptr<const void> credit = nullptr) {
     for (;;) {
       auto next = decoder.nextMessage();
       if (!next.ok())
         return drop(next.status().toString());
       if (!next->has_value())
         break;
+      (**next).credit = credit;
       (*handler)(std::move(**next));
     }
+    credit.reset();
+    if (flow->pauseIfFull()) {
+      // No read is pending now, so nothing else keeps the connection; the
+      // release that brings it below half resumes reading.
+      pausedSelf = this->shared_from_this();
+      return;
+    }
+    readMore();
+  }
+
+  void readMore() {
     auto self = this->shared_from_this();
     constexpr size_t chunk = 64 * 1024;
     socket.async_read_some(asio::buffer(decoder.prepare(chunk), chunk),
@@ -461,7 +572,7 @@ private:
                                return self->close();
                              }
                              self->decoder.commit(n);
-                             self->readMessages();
+                             self->readMessages(self->flow->take(n));
                            });
   }
 
@@ -476,6 +587,8 @@ private:
   TransportOptions opts;
   FrameDecoder decoder;
   std::shared_ptr<MessageHandler> handler;
+  std::shared_ptr<ReadFlow> flow;
+  std::shared_ptr<ServerConnection> pausedSelf; // set while reading pauses
   std::string nonce;
   bool authenticated = false;
 };

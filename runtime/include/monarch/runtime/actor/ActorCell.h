@@ -27,6 +27,9 @@ struct Invocation {
   std::string endpoint;
   proto::Value args;
   PayloadList payloads;
+  /// The arriving message's flow-control credit (transport::Message), held
+  /// until every local actor has handled the call.
+  std::shared_ptr<const void> credit;
 };
 
 /// The outcome of one handler run, sent back to the caller.

@@ -25,6 +25,11 @@ struct CastChild {
 std::vector<CastChild> splitCastTree(std::vector<proto::CastTarget> targets,
                                      uint32_t fanout);
 
+/// The tree splitCastTree builds, hop by hop, over `count` targets: for each
+/// target, the index of the target that forwards the cast to it (-1: the
+/// caller). A target's replies pass through all of its ancestors.
+std::vector<int32_t> castTreeParents(size_t count, uint32_t fanout);
+
 } // namespace monarch
 
 #endif // MONARCH_RUNTIME_PROC_CASTTREE_H

@@ -43,7 +43,8 @@ private:
   Runtime &rt;
 };
 
-/// This machine, driven by the global runtime.
+/// This machine, driven by this process's runtime (Runtime::ofProcess():
+/// the global runtime in the controller, the worker's own in a worker).
 Host thisHost();
 
 } // namespace monarch

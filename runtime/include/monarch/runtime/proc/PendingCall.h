@@ -2,8 +2,11 @@
 //
 // Collects the merged replies of a cast on a port of the controller, one
 // outcome per actor rank, and completes futures: one for all ranks (call) and
-// one per rank (stream). A failed proc fails every outstanding rank at once,
-// so no caller waits on a dead process.
+// one per rank (stream). A failed proc fails, at once, the outstanding ranks
+// whose replies pass through it (its own and, in a casting tree, those of the
+// procs below it); ranks under healthy subtrees still deliver. The
+// all-ranks future fails as soon as any rank fails that way, so no caller
+// waits on a dead process.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MONARCH_RUNTIME_PROC_PENDINGCALL_H
@@ -39,7 +42,17 @@ public:
   /// Opens the reply port; returns its reference.
   proto::PortRef open();
   bool involvesProc(uint32_t procRank) const { return procs.count(procRank); }
+  /// Fails every outstanding rank.
   void fail(const Status &status);
+
+  /// The casting tree the call travels: `targetProcs[t]` is the proc rank of
+  /// target t, `parents[t]` the target t is forwarded from (-1: the caller),
+  /// `targetOf[i]` the target of the i-th rank. `mesh` names the actor mesh
+  /// in errors. Without routes a failed proc fails every rank.
+  void setRoutes(std::string mesh, std::vector<uint32_t> targetProcs,
+                 std::vector<int32_t> parents, std::vector<uint32_t> targetOf);
+  /// A proc failed: fails the outstanding ranks routed through it.
+  void procFailed(uint32_t procRank, const Status &status);
 
   Future<std::vector<RankOutcome>> all() const { return allDone.future(); }
 
@@ -53,6 +66,9 @@ public:
 private:
   void onReply(transport::Message &&reply);
   void finishLocked(std::unique_lock<std::mutex> &lock);
+  /// Positions (in rankList) of the ranks whose replies pass through the
+  /// proc; every position without routes.
+  std::vector<size_t> routedThrough(uint32_t procRank) const;
 
   Runtime &rt;
   std::unordered_set<uint32_t> procs;
@@ -64,6 +80,11 @@ private:
   uint64_t port = 0;
   Promise<std::vector<RankOutcome>> allDone;
   std::vector<Promise<RankOutcome>> perRank;
+
+  std::string meshName;
+  std::vector<uint32_t> targetProcs;
+  std::vector<int32_t> parents;
+  std::vector<uint32_t> targetOf;
 };
 
 } // namespace monarch

@@ -22,6 +22,7 @@
 namespace monarch {
 
 class Runtime;
+class LinkWatch;
 
 /// The ProcReady message a started proc sends to the parent named in its
 /// bootstrap, carrying its rank, address and pid.
@@ -50,6 +51,9 @@ private:
   Runtime &rt;
   std::string procId;
   uint32_t procRank;
+
+  /// Tells merges waiting on a child proc that its link closed.
+  std::shared_ptr<LinkWatch> childWatch;
 
   std::shared_mutex meshesMu;
   std::unordered_map<std::string, std::shared_ptr<LocalMesh>> meshes;

@@ -3,6 +3,8 @@
 // A proc in a casting tree waits for its local actors' results and for one
 // merged reply from each child, then sends a single CastReply upstream. The
 // caller therefore receives one reply per first-level hop, not one per actor.
+// A child whose link closes before it replied is given up: its subtree's
+// ranks are reported unreachable and the rest of the merge still goes up.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MONARCH_RUNTIME_PROC_REPLYMERGER_H
@@ -22,19 +24,30 @@ public:
   ReplyMerger(Runtime &rt, proto::PortRef upstream, size_t expectedParts);
   ~ReplyMerger();
 
-  /// A port that children reply to; closed when the merge is sent.
-  proto::PortRef openChildPort();
+  /// A port that one child replies to; closed when its reply arrived or
+  /// the merge is sent. `ranks` are the actor ranks of the child's subtree.
+  /// Returns the port and the child's index for childLost.
+  std::pair<proto::PortRef, size_t> openChildPort(std::vector<uint32_t> ranks);
   void addLocal(HandlerResult &&result);
-  void addChild(transport::Message &&reply);
+  /// The child cannot reply (its link closed): its ranks are unreachable.
+  void childLost(size_t child, const std::string &reason);
 
 private:
-  void partDone(std::unique_lock<std::mutex> &lock);
+  struct Child {
+    uint64_t port = 0;
+    std::vector<uint32_t> ranks;
+    bool done = false;
+  };
+  void addChild(size_t child, transport::Message &&reply);
+  /// Counts one part in; unlocks, closes `closingPort` (0: none), and sends
+  /// the merge upstream once every part is in.
+  void partDone(std::unique_lock<std::mutex> &lock, uint64_t closingPort);
 
   Runtime &rt;
   proto::PortRef upstream;
   std::mutex mu;
   size_t remaining;
-  uint64_t childPort = 0;
+  std::vector<Child> children;
   transport::Message merged;
 };
 

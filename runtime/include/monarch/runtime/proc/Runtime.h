@@ -15,6 +15,7 @@
 #include <tbb/global_control.h>
 #include <tbb/task_arena.h>
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,6 +34,11 @@ struct RuntimeOptions {
   uint32_t castFanout = 16;
   /// Threads of the actor arena; 0: max(4, cores).
   int arenaThreads = 0;
+  /// Flow control (transport/Transport.h): bytes a link may queue and a
+  /// connection may hold unhandled, and how long a send waits for room
+  /// before it fails with a Timeout error instead of queueing more.
+  size_t flowLimitBytes = 64u << 20;
+  int sendTimeoutMs = 30000;
 };
 
 class Runtime {
@@ -64,10 +70,16 @@ public:
   /// Identity used for FIFO ordering of messages this process sends.
   const std::string &senderId() const { return sender; }
   uint32_t fanout() const { return opts.castFanout; }
+  std::chrono::milliseconds sendTimeout() const {
+    return std::chrono::milliseconds(opts.sendTimeoutMs);
+  }
   void setFanout(uint32_t fanout) { opts.castFanout = fanout ? fanout : 1; }
   /// A 0700 directory for this process's Unix sockets (made on first use,
   /// removed with the runtime).
   const std::string &privateDir();
+  /// Removes the private directory now (a worker that ends with _Exit skips
+  /// the destructor that would).
+  void removePrivateDir();
 
   /// A cached link to `addr` (a new one if the cached one closed).
   Expected<std::shared_ptr<transport::Link>> link(const std::string &addr);

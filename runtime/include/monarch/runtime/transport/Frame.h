@@ -42,6 +42,7 @@ struct EncodedMessage {
   std::string control;
   std::string payloadHeaders;
   std::vector<Buffer> payloads;
+  std::shared_ptr<const void> credit; ///< the message's, held until written
   size_t totalBytes() const;
 };
 

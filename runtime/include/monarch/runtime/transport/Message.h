@@ -46,6 +46,11 @@ private:
 struct Message {
   proto::Envelope envelope;
   std::vector<Buffer> payloads;
+  /// Flow-control credit of the connection the message arrived on: the
+  /// connection reads no further while too many bytes it delivered are
+  /// still held (Transport.h). Whoever keeps the message's work for later
+  /// (a mailbox, a forwarded copy, a send queue) keeps this with it.
+  std::shared_ptr<const void> credit;
 };
 
 } // namespace monarch::transport

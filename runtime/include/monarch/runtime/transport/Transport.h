@@ -9,6 +9,13 @@
 // send() may be called from any thread. Handlers run on the io thread (or, for
 // inproc, on the sender's thread) and must not block.
 //
+// Flow control: a socket connection stops reading while more than
+// maxUnhandledBytes of what it delivered is still held (Message::credit), so
+// the peer's writes stall in the kernel and its link's queue grows; a sender
+// calls Link::waitForRoom before sending, which waits (bounded) while that
+// queue holds more than maxQueuedBytes. Memory stays bounded on both sides
+// without dropping or reordering anything. inproc:// has no queue to bound.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MONARCH_RUNTIME_TRANSPORT_TRANSPORT_H
 #define MONARCH_RUNTIME_TRANSPORT_TRANSPORT_H
@@ -17,6 +24,7 @@
 #include "monarch/runtime/transport/Frame.h"
 #include "monarch/runtime/transport/Message.h"
 
+#include <chrono>
 #include <functional>
 #include <memory>
 
@@ -35,6 +43,15 @@ public:
   /// Queues the message; messages of one Link arrive in send order. After the
   /// link closed, messages are dropped (the close handler has reported it).
   virtual void send(Message message) = 0;
+  /// Waits until the link's send queue holds at most maxQueuedBytes, up to
+  /// `timeout` (then a Timeout error; nothing is dropped). Returns at once on
+  /// the transport's io thread, which must never wait, and on a closed link.
+  virtual Status waitForRoom(std::chrono::milliseconds timeout) {
+    (void)timeout;
+    return Status::ok();
+  }
+  /// Bytes queued and not yet written to the socket.
+  virtual size_t queuedBytes() const { return 0; }
   /// Runs once when the link closes (at once if it already has).
   virtual void onClose(CloseHandler handler) = 0;
   virtual bool isClosed() const = 0;
@@ -55,6 +72,11 @@ struct TransportOptions {
   FrameLimits limits;
   /// A connection that has not authenticated within this time is closed.
   int handshakeTimeoutMs = 5000;
+  /// A link whose queue holds more than this makes waitForRoom wait.
+  size_t maxQueuedBytes = 64u << 20;
+  /// A connection holding more than this of delivered, unhandled bytes stops
+  /// reading until half of it is released.
+  size_t maxUnhandledBytes = 64u << 20;
 };
 
 class Transport {
