@@ -44,6 +44,18 @@ for r in 4 8; do
     --monarch-run $bin/monarch-run --plans $plans --ranks $r --layers 8 --hidden 512 \
     --batch 128 --steps 6 --warmup 1 --reps ${DDP_REPS:-3} ${DDP_FLAGS:-}
 done
+# Several GPUs (issue "multi-GPU"): NCCL all-reduce through monarch vs
+# torch.distributed NCCL, one rank per GPU, and DDP on CUDA ranks (plans:
+#   ddp_overlap.py ... --ranks 2 --layers 8 --hidden 4096 --batch 512 --steps 10
+#       --warmup 2 --device cuda --write-plans bench/passes/plans/ddp-cuda2).
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+if [ "$gpus" -ge 2 ]; then
+  [ -x $bin/tensor-allreduce-bench ] && run nccl $bin/tensor-allreduce-bench --backend nccl \
+    --ranks "$gpus" --iters 20
+  [ -f bench/passes/plans/ddp-cuda2/naive.plan ] && run ddpcuda python3 bench/passes/ddp_overlap.py \
+    --monarch-run $bin/monarch-run --plans bench/passes/plans/ddp-cuda2 --ranks 2 --layers 8 \
+    --hidden 4096 --batch 512 --steps 10 --warmup 2 --reps ${DDP_REPS:-3}
+fi
 # The pipeline job: each plan run once, its losses and trace kept for the report.
 if [ -d bench/pipeline/plans ] && { [ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY " == *" pipeline "* ]]; }; then
   for d in bench/pipeline/plans/*/; do

@@ -27,7 +27,7 @@ import tempfile
 
 
 def program(ranks: int, layers: int, hidden: int, batch: int, steps: int,
-            form: str = "naive") -> str:
+            form: str = "naive", device: str = "cpu") -> str:
     """`naive`: Monarch's DDP loop (1) as traced -- per layer the gradient, its
     in-place all-reduce, the update. `handwritten`: schedule (3) of Monarch's
     docs -- each gradient borrowed onto a "comm" stream and all-reduced there
@@ -59,8 +59,9 @@ def program(ranks: int, layers: int, hidden: int, batch: int, steps: int,
     def rand(shape: str, ty: str) -> str:
         return aten("aten::rand", [], [], ty,
                     f"array<i64: {shape}>, #monarch.dtype<float32>, #monarch.none, "
-                    f"#monarch.none, #monarch.none")
+                    f"{dev}, #monarch.none")
 
+    dev = "#monarch.none" if device == "cpu" else f'#monarch.device<"{device}">'
     ws = [rand(f"{hidden}, {hidden}", W) for _ in range(layers)]
     pending = []
     x = rand(f"{batch}, {hidden}", X)
@@ -196,6 +197,7 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=512)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=4, help="measured steps")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (one rank per GPU)")
     p.add_argument("--bind", action="store_true",
                    help="pin each worker to its share of the cores (MONARCH_BIND_CORES=1)")
     p.add_argument("--warmup", type=int, default=1,
@@ -222,7 +224,8 @@ def main() -> None:
                 continue
             mlirs[suffix] = os.path.join(tmp, f"ddp{suffix}.mlir")
             with open(mlirs[suffix], "w") as f:
-                f.write(program(a.ranks, a.layers, a.hidden, a.batch, steps))
+                f.write(program(a.ranks, a.layers, a.hidden, a.batch, steps,
+                                device=a.device))
         if a.write_plans:
             write_plans(a.monarch_opt, mlirs, a.write_plans)
             return

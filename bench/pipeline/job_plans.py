@@ -42,6 +42,11 @@ JOBS: Dict[str, tuple] = {
     "cuda-pp2dp2-1f1b": (model.Config(pp=2, dp=2, microbatches=8, batch=128, hidden=512,
                                       layers_per_stage=4, steps=20, schedule="1f1b",
                                       device="cuda", lr=0.005), "none"),
+    # One stage per GPU where there are two (NCCL between them); on one GPU
+    # the two stages share it.
+    "cuda-pp2-1f1b": (model.Config(pp=2, dp=1, microbatches=8, batch=128, hidden=512,
+                                   layers_per_stage=4, steps=20, schedule="1f1b",
+                                   device="cuda", lr=0.005), "none"),
     "cuda-pp4-1f1b": (model.Config(pp=4, dp=1, microbatches=8, batch=128, hidden=512,
                                    layers_per_stage=2, steps=20, schedule="1f1b",
                                    device="cuda", lr=0.005), "none"),

@@ -1,6 +1,8 @@
 //===- AllreduceBench.cpp - Gloo all-reduce bandwidth vs torch.distributed ===//
 //
 //   build-tensor/bin/tensor-allreduce-bench [--ranks 4] [--iters 10]
+//       [--backend gloo|nccl]   (nccl: one rank per GPU, rank % GPUs; bus
+//                                bandwidth = bytes / time * 2(n-1)/n)
 //
 // Starts N processes of itself that all-reduce float32 buffers from 4 KiB to
 // 64 MiB through monarch's Gloo backend (FileStore rendezvous), then runs the
@@ -24,6 +26,10 @@
 #include <string>
 #include <vector>
 
+#ifdef MONARCH_BENCH_NCCL
+#include <cuda_runtime.h>
+#endif
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -38,11 +44,65 @@ namespace {
 const std::vector<size_t> kSizes{4 << 10, 64 << 10, 1 << 20, 16 << 20,
                                  64 << 20};
 
+/// Host memory for Gloo; with NCCL, memory on this rank's GPU (rank % GPUs).
+class BenchBuffer {
+public:
+  BenchBuffer(size_t count, bool device) : count(count), device(device) {
+    if (!device) {
+      host.assign(count, 1.f);
+      data = host.data();
+      return;
+    }
+#ifdef MONARCH_BENCH_NCCL
+    if (cudaMalloc(&data, count * sizeof(float)) != cudaSuccess)
+      data = nullptr;
+    else
+      cudaMemset(data, 0, count * sizeof(float));
+#endif
+  }
+  ~BenchBuffer() {
+#ifdef MONARCH_BENCH_NCCL
+    if (device && data)
+      cudaFree(data);
+#endif
+  }
+  BenchBuffer(const BenchBuffer &) = delete;
+  BenchBuffer &operator=(const BenchBuffer &) = delete;
+  Buffer buffer(plan::DType dtype = plan::FLOAT32) const {
+    return Buffer{data, count, dtype};
+  }
+  bool ok() const { return data != nullptr; }
+
+private:
+  size_t count;
+  bool device;
+  std::vector<float> host;
+  void *data = nullptr;
+};
+
 int runRank(int rank, int ranks, int iters, const std::string &store,
-            const std::string &out) {
-  GlooOptions options;
-  options.timeout = std::chrono::seconds(120);
-  auto backend = makeGlooBackend(std::make_shared<FileStore>(store), options);
+            const std::string &out, bool nccl) {
+  auto files = std::make_shared<FileStore>(store);
+  std::shared_ptr<CollectiveBackend> backend;
+  if (nccl) {
+#ifdef MONARCH_BENCH_NCCL
+    int gpus = 0;
+    cudaGetDeviceCount(&gpus);
+    if (gpus <= 0 || cudaSetDevice(rank % gpus) != cudaSuccess) {
+      std::fprintf(stderr, "rank %d: no GPU\n", rank);
+      return 1;
+    }
+#endif
+    backend = makeNcclBackend(files, std::chrono::seconds(120));
+  } else {
+    GlooOptions options;
+    options.timeout = std::chrono::seconds(120);
+    backend = makeGlooBackend(files, options);
+  }
+  if (!backend) {
+    std::fprintf(stderr, "rank %d: built without NCCL\n", rank);
+    return 1;
+  }
   std::vector<int64_t> members(ranks);
   std::iota(members.begin(), members.end(), 0);
   auto comm = backend->connect("bench", members, rank);
@@ -53,11 +113,13 @@ int runRank(int rank, int ranks, int iters, const std::string &store,
   }
   Communicator &c = *comm.value();
   std::ofstream report(out);
+  BenchBuffer token(1, nccl);
+  Buffer barrier = token.buffer(plan::INT32);
   for (size_t bytes : kSizes) {
-    std::vector<float> data(bytes / 4, 1.f);
-    Buffer buf{data.data(), data.size(), plan::FLOAT32};
-    int32_t token = 0;
-    Buffer barrier{&token, 1, plan::INT32};
+    BenchBuffer data(bytes / 4, nccl);
+    if (!data.ok() || !token.ok())
+      return 1;
+    Buffer buf = data.buffer();
     if (!c.allreduce(buf, ReduceKind::Sum).isOk()) // warm-up
       return 1;
     std::vector<double> times;
@@ -108,9 +170,15 @@ int main(int argc, char **argv) {
     args[argv[i]] = argv[i + 1];
   int ranks = args.count("--ranks") ? std::stoi(args["--ranks"]) : 4;
   int iters = args.count("--iters") ? std::stoi(args["--iters"]) : 10;
+  std::string kind = args.count("--backend") ? args["--backend"] : "gloo";
+  if (kind != "gloo" && kind != "nccl") {
+    std::fprintf(stderr, "--backend is gloo or nccl, not %s\n", kind.c_str());
+    return 2;
+  }
+  bool nccl = kind == "nccl";
   if (args.count("--rank"))
     return runRank(std::stoi(args["--rank"]), ranks, iters, args["--store"],
-                   args["--out"]);
+                   args["--out"], nccl);
 
   TempDir tmp("allreduce");
   std::string dir = tmp.path();
@@ -124,7 +192,8 @@ int main(int argc, char **argv) {
                   out = dir + "/" + rank + ".txt";
       ::execl("/proc/self/exe", argv[0], "--rank", rank.c_str(), "--ranks",
               n.c_str(), "--iters", it.c_str(), "--store", store.c_str(),
-              "--out", out.c_str(), static_cast<char *>(nullptr));
+              "--out", out.c_str(), "--backend", kind.c_str(),
+              static_cast<char *>(nullptr));
       std::_Exit(127);
     }
     pids.push_back(pid);
@@ -148,7 +217,7 @@ int main(int argc, char **argv) {
   std::string cmd = std::string(python ? python : "/usr/bin/python3") +
                     " " MONARCH_TORCH_ALLREDUCE_SCRIPT " " +
                     std::to_string(ranks) + " " + std::to_string(freePort()) +
-                    " " + torchOut + " " + std::to_string(iters);
+                    " " + torchOut + " " + std::to_string(iters) + " " + kind;
   for (size_t s : kSizes)
     cmd += " " + std::to_string(s);
   if (std::system(cmd.c_str()) != 0) {
@@ -158,11 +227,15 @@ int main(int argc, char **argv) {
   }
   std::map<size_t, double> torch = readTimes(torchOut);
 
-  std::printf(
-      "| size | monarch Gloo | torch.distributed Gloo | ratio (bandwidth, "
-      "monarch / torch) |\n|---|---|---|---|\n");
+  const char *name = nccl ? "NCCL" : "Gloo";
+  std::printf("| size | monarch %s | torch.distributed %s | ratio (bandwidth, "
+              "monarch / torch) |\n|---|---|---|---|\n",
+              name, name);
   for (size_t s : kSizes) {
-    auto gbps = [&](double t) { return s / t / 1e9; };
+    // NCCL: bus bandwidth (nccl-tests' busbw, what each link carries in a
+    // ring); Gloo: bytes reduced per second, as in earlier tables.
+    double factor = nccl ? 2.0 * (ranks - 1) / ranks : 1.0;
+    auto gbps = [&](double t) { return s / t / 1e9 * factor; };
     std::printf("| %zu KiB | %.3f ms (%.2f GB/s) | %.3f ms (%.2f GB/s) | "
                 "%.2fx |\n",
                 s >> 10, monarch[s] * 1e3, gbps(monarch[s]), torch[s] * 1e3,
