@@ -69,19 +69,21 @@ void PendingCall::onReply(transport::Message &&reply) {
     perRank[pos].set(std::move(outcome));
 }
 
+RankOutcome PendingCall::failedOutcome(size_t i, const Status &status) const {
+  RankOutcome outcome;
+  outcome.rank = rankList[i];
+  outcome.status = status;
+  outcome.payloads = std::make_shared<const PayloadList>();
+  return outcome;
+}
+
 void PendingCall::fail(const Status &status) {
   std::unique_lock<std::mutex> lock(mu);
   if (remaining == 0)
     return;
-  for (size_t i = 0; i < outcomes.size(); ++i) {
-    if (outcomes[i])
-      continue;
-    RankOutcome outcome;
-    outcome.rank = rankList[i];
-    outcome.status = status;
-    outcome.payloads = std::make_shared<const PayloadList>();
-    outcomes[i] = std::move(outcome);
-  }
+  for (size_t i = 0; i < outcomes.size(); ++i)
+    if (!outcomes[i])
+      outcomes[i] = failedOutcome(i, status);
   remaining = 0;
   finishLocked(lock);
 }
@@ -124,10 +126,7 @@ void PendingCall::procFailed(uint32_t procRank, const Status &status) {
   for (size_t i : routedThrough(procRank)) {
     if (outcomes[i])
       continue;
-    RankOutcome outcome;
-    outcome.rank = rankList[i];
-    outcome.status = status;
-    outcome.payloads = std::make_shared<const PayloadList>();
+    RankOutcome outcome = failedOutcome(i, status);
     failed.emplace_back(i, outcome);
     outcomes[i] = std::move(outcome);
     --remaining;

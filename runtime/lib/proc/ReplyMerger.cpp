@@ -67,14 +67,21 @@ void ReplyMerger::addLocal(HandlerResult &&result) {
   partDone(lock, 0);
 }
 
-void ReplyMerger::addChild(size_t index, transport::Message &&reply) {
-  std::unique_lock<std::mutex> lock(mu);
+ReplyMerger::Child *ReplyMerger::takeChild(size_t index, uint64_t &port) {
   if (index >= children.size() || children[index].done)
-    return;
+    return nullptr;
   Child &child = children[index];
   child.done = true;
-  uint64_t port = child.port;
+  port = child.port;
   child.port = 0;
+  return &child;
+}
+
+void ReplyMerger::addChild(size_t index, transport::Message &&reply) {
+  std::unique_lock<std::mutex> lock(mu);
+  uint64_t port = 0;
+  if (!takeChild(index, port))
+    return;
   uint32_t offset = static_cast<uint32_t>(merged.payloads.size());
   auto *results = reply.envelope.mutable_cast_reply()->mutable_results();
   auto *into = merged.envelope.mutable_cast_reply()->mutable_results();
@@ -90,14 +97,12 @@ void ReplyMerger::addChild(size_t index, transport::Message &&reply) {
 
 void ReplyMerger::childLost(size_t index, const std::string &reason) {
   std::unique_lock<std::mutex> lock(mu);
-  if (index >= children.size() || children[index].done)
+  uint64_t port = 0;
+  Child *child = takeChild(index, port);
+  if (!child)
     return;
-  Child &child = children[index];
-  child.done = true;
-  uint64_t port = child.port;
-  child.port = 0;
   auto *into = merged.envelope.mutable_cast_reply();
-  for (uint32_t rank : child.ranks) {
+  for (uint32_t rank : child->ranks) {
     auto *r = into->add_results();
     r->set_rank(rank);
     r->set_error("unreachable: " + reason);

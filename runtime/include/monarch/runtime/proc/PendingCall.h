@@ -69,6 +69,8 @@ private:
   /// Positions (in rankList) of the ranks whose replies pass through the
   /// proc; every position without routes.
   std::vector<size_t> routedThrough(uint32_t procRank) const;
+  /// The outcome of the rank at `i` that failed with `status`.
+  RankOutcome failedOutcome(size_t i, const Status &status) const;
 
   Runtime &rt;
   std::unordered_set<uint32_t> procs;

@@ -39,6 +39,9 @@ private:
     bool done = false;
   };
   void addChild(size_t child, transport::Message &&reply);
+  /// Marks child `index` done and hands over its port; null (nothing
+  /// changed) when it is unknown or already done. Holds `mu`.
+  Child *takeChild(size_t index, uint64_t &port);
   /// Counts one part in; unlocks, closes `closingPort` (0: none), and sends
   /// the merge upstream once every part is in.
   void partDone(std::unique_lock<std::mutex> &lock, uint64_t closingPort);
