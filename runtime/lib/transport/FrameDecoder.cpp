@@ -1,5 +1,6 @@
 #include "monarch/runtime/transport/FrameDecoder.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace monarch::transport {
@@ -17,16 +18,42 @@ uint8_t *FrameDecoder::prepare(size_t n) {
   return buffer.data() + end;
 }
 
-void FrameDecoder::commit(size_t n) { end += n; }
+namespace {
+/// Payload frames at least this long that are not yet all buffered are read
+/// into their own memory (one socket read's worth: smaller ones are mostly
+/// buffered whole by the time their header is seen).
+constexpr size_t kDirectPayloadBytes = 64 * 1024;
+} // namespace
+
+std::pair<uint8_t *, size_t> FrameDecoder::prepareRead(size_t n) {
+  if (direct)
+    return {direct->memory.get() + direct->filled,
+            std::min(n, direct->length - direct->filled)};
+  return {prepare(n), n};
+}
+
+void FrameDecoder::commit(size_t n) {
+  if (direct)
+    direct->filled += n;
+  else
+    end += n;
+}
 
 void FrameDecoder::feed(const void *data, size_t n) {
-  std::memcpy(prepare(n), data, n);
-  commit(n);
+  const auto *bytes = static_cast<const uint8_t *>(data);
+  while (n > 0) {
+    auto [into, room] = prepareRead(n);
+    std::memcpy(into, bytes, room);
+    commit(room);
+    bytes += room;
+    n -= room;
+  }
 }
 
 Status FrameDecoder::fail(std::string why) {
   error = Status(ErrorCode::Invalid, "malformed frame: " + std::move(why));
   partial.reset();
+  direct.reset();
   return error;
 }
 
@@ -103,6 +130,15 @@ Expected<std::optional<Message>> FrameDecoder::nextMessage() {
       message.payloads.reserve(sizes.size());
       partial = std::move(message);
     }
+    if (direct) {
+      if (direct->filled < direct->length)
+        return std::optional<Message>();
+      const uint8_t *bytes = direct->memory.get();
+      partial->payloads.emplace_back(std::move(direct->memory), bytes,
+                                     direct->length);
+      direct.reset();
+      continue;
+    }
     size_t have = partial->payloads.size();
     const auto &sizes = partial->envelope.payload_sizes();
     if (have == static_cast<size_t>(sizes.size())) {
@@ -120,8 +156,22 @@ Expected<std::optional<Message>> FrameDecoder::nextMessage() {
     if ((*header)->length != sizes[have])
       return fail("payload frame length differs from the envelope");
     size_t length = (*header)->length;
-    if (end - begin < kFrameHeaderSize + length)
+    if (end - begin < kFrameHeaderSize + length) {
+      if (length < kDirectPayloadBytes)
+        return std::optional<Message>();
+      // The rest of this payload is read straight into its own memory
+      // (left uninitialised: every byte is written by the copy below or a
+      // read).
+      DirectPayload d;
+      d.memory = std::shared_ptr<uint8_t[]>(new uint8_t[length]);
+      d.length = length;
+      d.filled = end - begin - kFrameHeaderSize;
+      std::memcpy(d.memory.get(), buffer.data() + begin + kFrameHeaderSize,
+                  d.filled);
+      begin = end;
+      direct = std::move(d);
       return std::optional<Message>();
+    }
     partial->payloads.push_back(
         Buffer::copyOf(buffer.data() + begin + kFrameHeaderSize, length));
     begin += kFrameHeaderSize + length;

@@ -68,8 +68,9 @@ void readControl(Socket &socket, FrameDecoder &decoder, Self self, Fail fail,
   if (got->has_value())
     return done(std::move(**got));
   constexpr size_t chunk = 4096;
+  auto [into, room] = decoder.prepareRead(chunk);
   socket.async_read_some(
-      asio::buffer(decoder.prepare(chunk), chunk),
+      asio::buffer(into, room),
       [&socket, &decoder, self, fail, done](asio::error_code ec, size_t n) {
         if (ec)
           return fail(
@@ -536,16 +537,22 @@ private:
         });
   }
 
-  /// Delivers the whole messages buffered, each holding `credit` (the
-  /// bytes of the read that completed them), then reads on unless the
-  /// connection holds too much unhandled data.
-  void readMessages(std::shared_ptr<const void> credit = nullptr) {
+  /// Delivers the whole messages buffered, each holding a credit for the
+  /// bytes read since the last delivery (a large message arrives over many
+  /// reads), then reads on unless the connection holds too much unhandled
+  /// data.
+  void readMessages() {
+    std::shared_ptr<const void> credit;
     for (;;) {
       auto next = decoder.nextMessage();
       if (!next.ok())
         return drop(next.status().toString());
       if (!next->has_value())
         break;
+      if (!credit && uncredited > 0) {
+        credit = flow->take(uncredited);
+        uncredited = 0;
+      }
       (**next).credit = credit;
       (*handler)(std::move(**next));
     }
@@ -562,18 +569,19 @@ private:
   void readMore() {
     auto self = this->shared_from_this();
     constexpr size_t chunk = 64 * 1024;
-    socket.async_read_some(asio::buffer(decoder.prepare(chunk), chunk),
-                           [self](asio::error_code ec, size_t n) {
-                             if (ec) {
-                               // EOF is the normal end of a peer.
-                               if (ec != asio::error::eof &&
-                                   ec != asio::error::operation_aborted)
-                                 log::debug("connection ended: ", ec.message());
-                               return self->close();
-                             }
-                             self->decoder.commit(n);
-                             self->readMessages(self->flow->take(n));
-                           });
+    auto [into, room] = decoder.prepareRead(chunk);
+    socket.async_read_some(
+        asio::buffer(into, room), [self](asio::error_code ec, size_t n) {
+          if (ec) {
+            // EOF is the normal end of a peer.
+            if (ec != asio::error::eof && ec != asio::error::operation_aborted)
+              log::debug("connection ended: ", ec.message());
+            return self->close();
+          }
+          self->decoder.commit(n);
+          self->uncredited += n;
+          self->readMessages();
+        });
   }
 
   void drop(const std::string &why) {
@@ -588,6 +596,8 @@ private:
   FrameDecoder decoder;
   std::shared_ptr<MessageHandler> handler;
   std::shared_ptr<ReadFlow> flow;
+  /// Bytes read that no delivered message holds a credit for yet.
+  size_t uncredited = 0;
   std::shared_ptr<ServerConnection> pausedSelf; // set while reading pauses
   std::string nonce;
   bool authenticated = false;

@@ -11,7 +11,9 @@
 
 #include "monarch/runtime/transport/Frame.h"
 
+#include <memory>
 #include <optional>
+#include <utility>
 
 namespace monarch::transport {
 
@@ -19,8 +21,11 @@ class FrameDecoder {
 public:
   explicit FrameDecoder(FrameLimits limits = {}) : limits(limits) {}
 
-  /// Space for at least `n` more bytes; write into it, then commit().
-  uint8_t *prepare(size_t n);
+  /// Where the next bytes read go and how many (at most `n`): the decoder's
+  /// buffer, or, while a large payload frame arrives, that payload's own
+  /// memory, so its bytes are not copied out of the buffer afterwards. Read
+  /// into it, then commit() what was read.
+  std::pair<uint8_t *, size_t> prepareRead(size_t n);
   void commit(size_t n);
   /// Copying convenience over prepare/commit.
   void feed(const void *data, size_t n);
@@ -54,7 +59,18 @@ private:
   Expected<std::optional<std::string>> nextControlBody();
   Status fail(std::string why);
 
+  /// Space for at least `n` more bytes in `buffer`.
+  uint8_t *prepare(size_t n);
+
+  /// A payload frame read straight into its own memory.
+  struct DirectPayload {
+    std::shared_ptr<uint8_t[]> memory;
+    size_t length = 0;
+    size_t filled = 0;
+  };
+
   FrameLimits limits;
+  std::optional<DirectPayload> direct;
   std::vector<uint8_t> buffer;
   size_t begin = 0;
   size_t end = 0;
