@@ -22,6 +22,7 @@ import os
 import pickle
 import re
 import shlex
+import shutil
 import sys
 import tempfile
 import threading
@@ -372,6 +373,7 @@ def _launcher_path(kind: str = "actor") -> str:
         return env
     if kind not in _launchers:
         d = tempfile.mkdtemp(prefix="monarch-pyworker-")
+        atexit.register(shutil.rmtree, d, True)  # the script is only exec'd
         path = os.path.join(d, f"monarch-python-{kind}-worker")
         root = _python_root()
         script = os.path.join(root, "monarch", "_worker.py")

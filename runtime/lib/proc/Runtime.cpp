@@ -135,8 +135,20 @@ Runtime::~Runtime() {
 
 const std::string &Runtime::privateDir() {
   std::lock_guard<std::mutex> guard(dirMu);
-  if (dir.empty())
+  if (dir.empty()) {
     dir = makePrivateDir();
+    // The process-wide runtimes are often never destroyed (an extension
+    // module's, a worker leaving by exit()): their directory, socket
+    // included, goes at exit all the same.
+    static std::once_flag atExit;
+    std::call_once(atExit, [] {
+      std::atexit([] {
+        for (Runtime *rt : {globalInstance.load(), processInstance.load()})
+          if (rt)
+            removeDir(rt->dir);
+      });
+    });
+  }
   return dir;
 }
 
