@@ -123,17 +123,15 @@ def write_plans(monarch_opt: str, mlirs: dict, out_dir: str) -> None:
                            check=True)
 
 
-BIND_CORES = False  # --bind: each worker pinned to its share of the cores
-
-
-def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str) -> float:
-    """First instruction start to last instruction end of the slowest rank."""
+def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str, bind: bool) -> float:
+    """First instruction start to last instruction end of the slowest rank;
+    `bind` pins each worker to its share of the cores."""
     trace = os.path.join(tmp, "trace.json")
     cmd = [monarch_run, program, "--trace", trace]
     if program.endswith(".mlir") and not optimize:
         cmd.append("--no-optimize")
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    if BIND_CORES:
+    if bind:
         env["MONARCH_BIND_CORES"] = "1"
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
@@ -146,14 +144,15 @@ def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str) -> float:
     return max(hi - lo for lo, hi in spans.values()) / 1e3
 
 
-def step_time(monarch_run: str, programs: dict, optimize: bool, steps: int, tmp: str) -> float:
+def step_time(monarch_run: str, programs: dict, optimize: bool, steps: int, tmp: str,
+              bind: bool = False) -> float:
     """Steady-state ms per step: the span of warm-up + `steps` steps minus that
     of the warm-up alone (connection set-up, first-touch allocations), over
     `steps`. Without a warm-up program, the whole span over `steps`."""
-    total = span_ms(monarch_run, programs[""], optimize, tmp)
+    total = span_ms(monarch_run, programs[""], optimize, tmp, bind)
     if "-warmup" not in programs:
         return total / steps
-    return (total - span_ms(monarch_run, programs["-warmup"], optimize, tmp)) / steps
+    return (total - span_ms(monarch_run, programs["-warmup"], optimize, tmp, bind)) / steps
 
 
 def simulate(monarch_opt: str, mlir: str, profile: str, optimize: bool) -> dict:
@@ -211,8 +210,6 @@ def main() -> None:
     p.add_argument("--batches", type=int, nargs="+", default=[16, 128],
                    help="with --simulate: the batch sizes to compare")
     a = p.parse_args()
-    global BIND_CORES
-    BIND_CORES = a.bind
     if a.simulate:
         with tempfile.TemporaryDirectory(prefix="monarch-ddp-") as tmp:
             simulated_table(a, tmp)
@@ -236,8 +233,8 @@ def main() -> None:
             first = second = mlirs
         naive, optimized = [], []
         for _ in range(a.reps):  # interleaved, so drifting load hits both
-            naive.append(step_time(a.monarch_run, first, False, a.steps, tmp))
-            optimized.append(step_time(a.monarch_run, second, True, a.steps, tmp))
+            naive.append(step_time(a.monarch_run, first, False, a.steps, tmp, a.bind))
+            optimized.append(step_time(a.monarch_run, second, True, a.steps, tmp, a.bind))
     n, o = statistics.median(naive), statistics.median(optimized)
     ratios = sorted(x / y for x, y in zip(naive, optimized))
     print(f"DDP {a.layers} layers {a.hidden}x{a.hidden}, batch {a.batch}, dp={a.ranks}, "

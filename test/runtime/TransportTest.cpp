@@ -56,6 +56,17 @@ std::string flatten(const EncodedMessage &e) {
   return out;
 }
 
+/// Appends every whole message the decoder has to `got`.
+void drainMessages(FrameDecoder &decoder, std::vector<Message> &got) {
+  for (;;) {
+    auto next = decoder.nextMessage();
+    ASSERT_TRUE(next.ok()) << next.status().toString();
+    if (!next->has_value())
+      return;
+    got.push_back(std::move(**next));
+  }
+}
+
 TEST(Frames, RoundTripByteByByte) {
   std::string wire;
   for (uint64_t i = 1; i <= 3; ++i)
@@ -64,13 +75,7 @@ TEST(Frames, RoundTripByteByByte) {
   std::vector<Message> got;
   for (char c : wire) {
     decoder.feed(&c, 1);
-    for (;;) {
-      auto next = decoder.nextMessage();
-      ASSERT_TRUE(next.ok()) << next.status().toString();
-      if (!next->has_value())
-        break;
-      got.push_back(std::move(**next));
-    }
+    ASSERT_NO_FATAL_FAILURE(drainMessages(decoder, got));
   }
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[1].envelope.seq(), 2u);
@@ -104,13 +109,7 @@ TEST(Frames, LargePayloadsReadStraightIntoTheirOwnMemory) {
     std::memcpy(into, wire.data() + at, n);
     decoder.commit(n);
     at += n;
-    for (;;) {
-      auto next = decoder.nextMessage();
-      ASSERT_TRUE(next.ok()) << next.status().toString();
-      if (!next->has_value())
-        break;
-      got.push_back(std::move(**next));
-    }
+    ASSERT_NO_FATAL_FAILURE(drainMessages(decoder, got));
   }
   ASSERT_EQ(got.size(), 3u);
   ASSERT_EQ(got[1].payloads.size(), 2u);

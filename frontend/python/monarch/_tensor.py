@@ -553,8 +553,7 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
     if _device_override is not None:
         result_device: Optional[torch.device] = _device_override
     else:
-        explicit = next((x for x in tree_flatten((args, kwargs))[0]
-                         if isinstance(x, torch.device)), None)
+        explicit = next((x for x in flat if isinstance(x, torch.device)), None)
         if explicit is not None and not (name in _DEVICE_FROM_INPUT and explicit.type == "cpu"):
             result_device = explicit if explicit.type != "cpu" else None
         else:

@@ -50,40 +50,38 @@ public:
   int size() const override { return host->size(); }
 
   Status allreduce(Buffer b, ReduceKind kind) override {
-    return staged({b}, {b}, [&](std::vector<Buffer> &h) {
+    return staged({{b, InOut}}, [&](std::vector<Buffer> &h) {
       return host->allreduce(h[0], kind);
     });
   }
   Status reduceScatter(Buffer in, Buffer out, ReduceKind kind) override {
-    return staged({in, out}, {out}, [&](std::vector<Buffer> &h) {
+    return staged({{in, In}, {out, Out}}, [&](std::vector<Buffer> &h) {
       return host->reduceScatter(h[0], h[1], kind);
     });
   }
   Status allgather(Buffer in, Buffer out) override {
-    return staged({in, out}, {out}, [&](std::vector<Buffer> &h) {
+    return staged({{in, In}, {out, Out}}, [&](std::vector<Buffer> &h) {
       return host->allgather(h[0], h[1]);
     });
   }
   Status alltoall(Buffer in, Buffer out) override {
-    return staged({in, out}, {out}, [&](std::vector<Buffer> &h) {
+    return staged({{in, In}, {out, Out}}, [&](std::vector<Buffer> &h) {
       return host->alltoall(h[0], h[1]);
     });
   }
   Status broadcast(Buffer b, int root) override {
-    return staged({b}, {b}, [&](std::vector<Buffer> &h) {
+    return staged({{b, InOut}}, [&](std::vector<Buffer> &h) {
       return host->broadcast(h[0], root);
     });
   }
   Status sendRecv(const std::vector<PeerBuffer> &sends,
                   const std::vector<PeerBuffer> &recvs, uint64_t tag) override {
-    std::vector<Buffer> all, back;
+    std::vector<Staged> all;
     for (const auto &s : sends)
-      all.push_back(s.buffer);
-    for (const auto &r : recvs) {
-      all.push_back(r.buffer);
-      back.push_back(r.buffer);
-    }
-    return staged(all, back, [&](std::vector<Buffer> &h) {
+      all.push_back({s.buffer, In});
+    for (const auto &r : recvs)
+      all.push_back({r.buffer, Out});
+    return staged(all, [&](std::vector<Buffer> &h) {
       std::vector<PeerBuffer> hs, hr;
       for (size_t i = 0; i < sends.size(); ++i)
         hs.push_back({h[i], sends[i].peer});
@@ -94,42 +92,47 @@ public:
   }
 
 private:
-  /// Copies `device` buffers to host buffers (in order), runs `op` on them,
-  /// and copies the host images of `results` (a subset of `device`, matched
-  /// by address) back.
+  /// Which way a device buffer's bytes travel around the host collective.
+  enum Direction { In = 1, Out = 2, InOut = In | Out };
+  struct Staged {
+    Buffer device;
+    Direction direction;
+  };
+
+  /// Gives each buffer a host image (inputs copied in), runs `op` on the
+  /// images, and copies the outputs' images back.
   template <typename Op>
-  Status staged(const std::vector<Buffer> &device,
-                const std::vector<Buffer> &results, Op op) {
-    std::vector<std::vector<char>> images(device.size());
-    std::vector<Buffer> onHost(device.size());
-    for (size_t i = 0; i < device.size(); ++i) {
-      size_t bytes = device[i].count * elementSize(device[i].dtype);
-      images[i].resize(bytes);
-      onHost[i] = {images[i].data(), device[i].count, device[i].dtype};
-      if (Status s =
-              cudaStatus(cudaMemcpyAsync(images[i].data(), device[i].data,
-                                         bytes, cudaMemcpyDeviceToHost, stream),
-                         "copy to host");
-          !s.isOk())
-        return s;
+  Status staged(const std::vector<Staged> &buffers, Op op) {
+    std::vector<std::vector<char>> images(buffers.size());
+    std::vector<Buffer> onHost(buffers.size());
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const Buffer &d = buffers[i].device;
+      images[i].resize(d.count * elementSize(d.dtype));
+      onHost[i] = {images[i].data(), d.count, d.dtype};
+      if (buffers[i].direction & In)
+        if (Status s = copy(images[i].data(), d.data, images[i].size(),
+                            cudaMemcpyDeviceToHost);
+            !s.isOk())
+          return s;
     }
     if (Status s = wait(); !s.isOk())
       return s;
     if (Status s = op(onHost); !s.isOk())
       return s;
-    for (const Buffer &r : results)
-      for (size_t i = 0; i < device.size(); ++i)
-        if (device[i].data == r.data) {
-          if (Status s = cudaStatus(
-                  cudaMemcpyAsync(r.data, images[i].data(), images[i].size(),
-                                  cudaMemcpyHostToDevice, stream),
-                  "copy to device");
-              !s.isOk())
-            return s;
-          break;
-        }
+    for (size_t i = 0; i < buffers.size(); ++i)
+      if (buffers[i].direction & Out)
+        if (Status s = copy(buffers[i].device.data, images[i].data(),
+                            images[i].size(), cudaMemcpyHostToDevice);
+            !s.isOk())
+          return s;
     // Pageable host memory: the copies must finish before `images` goes.
     return wait();
+  }
+
+  Status copy(void *to, const void *from, size_t bytes, cudaMemcpyKind kind) {
+    return cudaStatus(cudaMemcpyAsync(to, from, bytes, kind, stream),
+                      kind == cudaMemcpyDeviceToHost ? "copy to host"
+                                                     : "copy to device");
   }
 
   Status wait() {

@@ -31,15 +31,22 @@ int64_t ranksPerHost(const std::vector<std::pair<std::string, int64_t>> &root) {
   return ranks;
 }
 
+int64_t hostCores() {
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+/// The cores of this host each of its workers gets (at least one).
+int64_t coreShare(const std::vector<std::pair<std::string, int64_t>> &root) {
+  return std::max<int64_t>(1, hostCores() / ranksPerHost(root));
+}
+
 /// The workers of a host share its cores: unless OMP_NUM_THREADS says
 /// otherwise, each takes an equal share (as torchrun does), instead of every
 /// process running one ATen thread per core.
 int intraOpShare(const std::vector<std::pair<std::string, int64_t>> &root) {
   if (std::getenv("OMP_NUM_THREADS"))
     return 0;
-  int64_t ranks = ranksPerHost(root);
-  int64_t cores = std::max(1u, std::thread::hardware_concurrency());
-  return static_cast<int>(std::max<int64_t>(1, cores / ranks));
+  return static_cast<int>(coreShare(root));
 }
 
 /// MONARCH_BIND_CORES=1: pins every thread of this process to the rank's
@@ -47,10 +54,9 @@ int intraOpShare(const std::vector<std::pair<std::string, int64_t>> &root) {
 /// other's cores (steadier step times on a shared host). Best effort.
 void bindToCoreShare(int64_t rank,
                      const std::vector<std::pair<std::string, int64_t>> &root) {
-  int64_t ranks = ranksPerHost(root);
-  int64_t cores = std::max(1u, std::thread::hardware_concurrency());
-  int64_t share = std::max<int64_t>(1, cores / ranks);
-  rank %= ranks;
+  int64_t cores = hostCores();
+  int64_t share = coreShare(root);
+  rank %= ranksPerHost(root);
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int64_t c = 0; c < share; ++c)
