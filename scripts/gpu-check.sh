@@ -6,6 +6,7 @@
 # suites, CUDA/NCCL ones included. Logs go to $OUT (the device tool returns it).
 #
 #   device run:  scripts/gpu-check.sh            (carry: .gpu-debs)
+#   GPU_CHECK_BUILD_ONLY=1 builds without running the tests.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/build-gpu/out}
@@ -48,6 +49,8 @@ status=${PIPESTATUS[0]}
 if ! cmake --build build-gpu -j "$jobs" > "$out/build.log" 2>&1; then
   echo "build failed"; grep -E "error|Error" "$out/build.log" | head -40; exit 1
 fi
+# GPU_CHECK_BUILD_ONLY=1: a device call that only benchmarks (scripts/gpu-bench.sh).
+[ "${GPU_CHECK_BUILD_ONLY:-0}" = 1 ] && exit 0
 
 (cd build-gpu && ctest -j "$jobs" --timeout 300 --output-on-failure \
    --output-junit "$out/ctest.xml") > "$out/ctest.log" 2>&1

@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from typing import Dict, Tuple
 
 
 def program(ranks: int, layers: int, hidden: int, batch: int, steps: int,
@@ -123,10 +124,13 @@ def write_plans(monarch_opt: str, mlirs: dict, out_dir: str) -> None:
                            check=True)
 
 
-def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str, bind: bool) -> float:
-    """First instruction start to last instruction end of the slowest rank;
-    `bind` pins each worker to its share of the cores."""
-    trace = os.path.join(tmp, "trace.json")
+def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str, bind: bool,
+            keep: str = "") -> Tuple[float, Dict[Tuple[int, str], float]]:
+    """First instruction start to last instruction end of the slowest rank (ms),
+    and busy_by_op;
+    `bind` pins each worker to its share of the cores; `keep`: where to keep
+    the trace (empty: a scratch file)."""
+    trace = keep or os.path.join(tmp, "trace.json")
     cmd = [monarch_run, program, "--trace", trace]
     if program.endswith(".mlir") and not optimize:
         cmd.append("--no-optimize")
@@ -141,18 +145,47 @@ def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str, bind: bool
     for e in events:
         lo, hi = spans.get(e["pid"], (float("inf"), 0.0))
         spans[e["pid"]] = (min(lo, e["ts"]), max(hi, e["ts"] + e["dur"]))
-    return max(hi - lo for lo, hi in spans.values()) / 1e3
+    return max(hi - lo for lo, hi in spans.values()) / 1e3, busy_by_op(events, len(spans))
+
+
+def busy_by_op(events: list, ranks: int) -> Dict[Tuple[int, str], float]:
+    """ms spent per (stream, instruction name), averaged over the ranks: where
+    a step's time goes (on the comm stream `borrow_first_use` is waiting for
+    a gradient, on the main stream `borrow_drop` waiting for its reduce)."""
+    busy: Dict[Tuple[int, str], float] = {}
+    for e in events:
+        key = (e["tid"], e["name"])
+        busy[key] = busy.get(key, 0.0) + e["dur"] / 1e3 / ranks
+    return busy
 
 
 def step_time(monarch_run: str, programs: dict, optimize: bool, steps: int, tmp: str,
-              bind: bool = False) -> float:
+              bind: bool = False, keep: str = "") -> Tuple[float, Dict[Tuple[int, str], float]]:
     """Steady-state ms per step: the span of warm-up + `steps` steps minus that
     of the warm-up alone (connection set-up, first-touch allocations), over
-    `steps`. Without a warm-up program, the whole span over `steps`."""
-    total = span_ms(monarch_run, programs[""], optimize, tmp, bind)
+    `steps`. Without a warm-up program, the whole span over `steps`. With it,
+    busy_by_op per step, the same difference."""
+    total, busy = span_ms(monarch_run, programs[""], optimize, tmp, bind,
+                          keep and keep + ".json")
     if "-warmup" not in programs:
-        return total / steps
-    return (total - span_ms(monarch_run, programs["-warmup"], optimize, tmp, bind)) / steps
+        return total / steps, {k: v / steps for k, v in busy.items()}
+    warmup, warm_busy = span_ms(monarch_run, programs["-warmup"], optimize, tmp, bind,
+                                keep and keep + "-warmup.json")
+    return ((total - warmup) / steps,
+            {k: (v - warm_busy.get(k, 0.0)) / steps for k, v in busy.items()})
+
+
+def breakdown_table(naive: list, optimized: list, rows: int = 8) -> None:
+    """Per step, the median ms of the busiest (stream, instruction) pairs of
+    each form: whether overlap slowed the compute down, and how long each
+    stream waited for the other."""
+    med = lambda runs, k: statistics.median(b.get(k, 0.0) for _, b in runs)
+    keys = {k for _, b in naive + optimized for k in b}
+    top = sorted(keys, key=lambda k: -max(med(naive, k), med(optimized, k)))[:rows]
+    print("| stream, instruction | naive ms/step | optimized ms/step |")
+    print("|---|---|---|")
+    for k in top:
+        print(f"| {k[0]}, {k[1]} | {med(naive, k):.2f} | {med(optimized, k):.2f} |")
 
 
 def simulate(monarch_opt: str, mlir: str, profile: str, optimize: bool) -> dict:
@@ -202,6 +235,8 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=1,
                    help="steps run before the measured ones and subtracted (0: none)")
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--keep-traces", metavar="DIR",
+                   help="keep every run's trace as DIR/{naive,optimized}-REP[-warmup].json")
     p.add_argument("--monarch-opt", default="build/bin/monarch-opt")
     p.add_argument("--write-plans", metavar="DIR", help="only compile naive/optimized.plan")
     p.add_argument("--plans", metavar="DIR", help="run DIR/naive.plan and DIR/optimized.plan")
@@ -232,9 +267,16 @@ def main() -> None:
         else:
             first = second = mlirs
         naive, optimized = [], []
-        for _ in range(a.reps):  # interleaved, so drifting load hits both
-            naive.append(step_time(a.monarch_run, first, False, a.steps, tmp, a.bind))
-            optimized.append(step_time(a.monarch_run, second, True, a.steps, tmp, a.bind))
+        if a.keep_traces:
+            os.makedirs(a.keep_traces, exist_ok=True)
+        keep = lambda form, rep: os.path.join(a.keep_traces, f"{form}-{rep}") if a.keep_traces else ""
+        for rep in range(a.reps):  # interleaved, so drifting load hits both
+            naive.append(step_time(a.monarch_run, first, False, a.steps, tmp, a.bind,
+                                   keep("naive", rep)))
+            optimized.append(step_time(a.monarch_run, second, True, a.steps, tmp, a.bind,
+                                       keep("optimized", rep)))
+    breakdown_table(naive, optimized)
+    naive, optimized = [s for s, _ in naive], [s for s, _ in optimized]
     n, o = statistics.median(naive), statistics.median(optimized)
     ratios = sorted(x / y for x, y in zip(naive, optimized))
     print(f"DDP {a.layers} layers {a.hidden}x{a.hidden}, batch {a.batch}, dp={a.ranks}, "
