@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Dict, Tuple
 
 
@@ -125,21 +126,26 @@ def write_plans(monarch_opt: str, mlirs: dict, out_dir: str) -> None:
 
 
 def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str, bind: bool,
-            keep: str = "") -> Tuple[float, Dict[Tuple[int, str], float]]:
+            keep: str = "", timer: str = "trace") -> Tuple[float, Dict[Tuple[int, str], float]]:
     """First instruction start to last instruction end of the slowest rank (ms),
-    and busy_by_op;
+    and busy_by_op; with `timer` "wall", the wall time of the whole monarch-run
+    without --trace (nothing sent per instruction) and no breakdown;
     `bind` pins each worker to its share of the cores; `keep`: where to keep
     the trace (empty: a scratch file)."""
     trace = keep or os.path.join(tmp, "trace.json")
-    cmd = [monarch_run, program, "--trace", trace]
+    cmd = [monarch_run, program] + (["--trace", trace] if timer == "trace" else [])
     if program.endswith(".mlir") and not optimize:
         cmd.append("--no-optimize")
     env = dict(os.environ, OMP_NUM_THREADS="1")
     if bind:
         env["MONARCH_BIND_CORES"] = "1"
+    start = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = (time.monotonic() - start) * 1e3
     if done.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    if timer == "wall":
+        return wall, {}
     events = [e for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
     spans = {}
     for e in events:
@@ -160,17 +166,18 @@ def busy_by_op(events: list, ranks: int) -> Dict[Tuple[int, str], float]:
 
 
 def step_time(monarch_run: str, programs: dict, optimize: bool, steps: int, tmp: str,
-              bind: bool = False, keep: str = "") -> Tuple[float, Dict[Tuple[int, str], float]]:
+              bind: bool = False, keep: str = "",
+              timer: str = "trace") -> Tuple[float, Dict[Tuple[int, str], float]]:
     """Steady-state ms per step: the span of warm-up + `steps` steps minus that
     of the warm-up alone (connection set-up, first-touch allocations), over
     `steps`. Without a warm-up program, the whole span over `steps`. With it,
     busy_by_op per step, the same difference."""
     total, busy = span_ms(monarch_run, programs[""], optimize, tmp, bind,
-                          keep and keep + ".json")
+                          keep and keep + ".json", timer)
     if "-warmup" not in programs:
         return total / steps, {k: v / steps for k, v in busy.items()}
     warmup, warm_busy = span_ms(monarch_run, programs["-warmup"], optimize, tmp, bind,
-                                keep and keep + "-warmup.json")
+                                keep and keep + "-warmup.json", timer)
     return ((total - warmup) / steps,
             {k: (v - warm_busy.get(k, 0.0)) / steps for k, v in busy.items()})
 
@@ -235,6 +242,9 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=1,
                    help="steps run before the measured ones and subtracted (0: none)")
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--timer", choices=("trace", "wall"), default="trace",
+                   help="step time from the --trace spans, or from monarch-run's wall time "
+                        "without tracing (process start-up cancels out with the warm-up run)")
     p.add_argument("--keep-traces", metavar="DIR",
                    help="keep every run's trace as DIR/{naive,optimized}-REP[-warmup].json")
     p.add_argument("--monarch-opt", default="build/bin/monarch-opt")
@@ -272,15 +282,17 @@ def main() -> None:
         keep = lambda form, rep: os.path.join(a.keep_traces, f"{form}-{rep}") if a.keep_traces else ""
         for rep in range(a.reps):  # interleaved, so drifting load hits both
             naive.append(step_time(a.monarch_run, first, False, a.steps, tmp, a.bind,
-                                   keep("naive", rep)))
+                                   keep("naive", rep), a.timer))
             optimized.append(step_time(a.monarch_run, second, True, a.steps, tmp, a.bind,
-                                       keep("optimized", rep)))
-    breakdown_table(naive, optimized)
+                                       keep("optimized", rep), a.timer))
+    if a.timer == "trace":
+        breakdown_table(naive, optimized)
     naive, optimized = [s for s, _ in naive], [s for s, _ in optimized]
     n, o = statistics.median(naive), statistics.median(optimized)
     ratios = sorted(x / y for x, y in zip(naive, optimized))
     print(f"DDP {a.layers} layers {a.hidden}x{a.hidden}, batch {a.batch}, dp={a.ranks}, "
-          f"{a.steps} steps after {a.warmup} warm-up{', cores bound' if a.bind else ''}, median of {a.reps}; per-run speed-ups "
+          f"{a.steps} steps after {a.warmup} warm-up{', cores bound' if a.bind else ''}, "
+          f"{a.timer} timer, median of {a.reps}; per-run speed-ups "
           f"{' '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f}x)")
     print(f"| naive (as written) | optimized (default pipeline) | speed-up |")
     print(f"|---|---|---|")
