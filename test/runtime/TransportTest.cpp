@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <unistd.h>
@@ -483,7 +484,19 @@ std::shared_ptr<Link> openLink(TransportFixture &tx, TransportFixture &rx,
   listener = std::move(*bound);
   auto link = tx.transport.connect(listener->addr());
   link->send(sampleMessage(1));
-  return inbox.waitFor(1) ? link : nullptr;
+  if (!inbox.waitFor(1))
+    return nullptr;
+  // The io thread wrote that message (it was queued during the handshake);
+  // its completion, which marks the link idle, may still be queued behind
+  // the handler that wrote it. Two round trips through the io thread let it
+  // run.
+  for (int i = 0; i < 2; ++i) {
+    std::promise<void> flushed;
+    asio::post(tx.io, [&] { flushed.set_value(); });
+    if (flushed.get_future().wait_for(10s) != std::future_status::ready)
+      return nullptr;
+  }
+  return link;
 }
 
 TEST(Link, AwaitedMessagesAreWrittenByTheSendingThread) {
