@@ -175,6 +175,15 @@ int main(int argc, char **argv) {
     });
     row("actor ping-pong, Unix socket (2 processes)", "µs", ours,
         "raw Unix socket ping-pong, same bytes", raw, true);
+    // The same with Future::get sleeping at once (no polling), to show what
+    // the caller's wake-up costs on this machine.
+    auto polling = futurePollTime();
+    setFuturePollTime(0us);
+    double sleeping =
+        repeat([&] { return actorPingPongUs(unixEcho, pingIterations); });
+    setFuturePollTime(polling);
+    row("actor ping-pong, Unix socket, get() sleeps at once", "µs", sleeping,
+        "raw Unix socket ping-pong, same bytes", raw, true);
   }
 
   // TCP loopback: a controller runtime listening on TCP, workers on TCP.

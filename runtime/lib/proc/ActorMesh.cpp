@@ -184,6 +184,7 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
       m.payloads = std::move(payloads);
     else
       m.payloads = payloads;
+    m.awaited = call != nullptr;
     (*links)[i]->send(std::move(m));
   }
   return call;

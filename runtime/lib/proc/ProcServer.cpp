@@ -178,6 +178,7 @@ void ProcServer::cast(transport::Message &&message) {
       *fc->add_subtree() = std::move(t);
     fwd.payloads = message.payloads;
     fwd.credit = message.credit; // held until written towards the child
+    fwd.awaited = c.reply_mode() != proto::REPLY_NONE;
     std::string childAddr = fc->here().addr();
     auto link = rt.link(childAddr);
     if (!link.ok()) {

@@ -18,6 +18,7 @@ void sendToPort(Runtime &rt, const proto::PortRef &to,
     log::error("cannot reply to ", to.addr(), ": ", link.status().toString());
     return;
   }
+  reply.awaited = true; // the caller (or a merging parent) waits for it
   (*link)->send(std::move(reply));
 }
 

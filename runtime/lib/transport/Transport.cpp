@@ -113,6 +113,7 @@ public:
   }
 
   void send(Message message) override {
+    bool awaited = message.awaited;
     auto encoded = encodeMessage(std::move(message), opts.limits);
     if (!encoded.ok()) {
       log::error("dropping message to ", peerAddr.toString(), ": ",
@@ -125,13 +126,17 @@ public:
     // Fast path: an idle, open link writes from the caller's thread, saving
     // the hand-off to the io thread (a wake-up per message on the latency
     // path). Whatever the socket does not take at once goes the slow way.
-    // Dense traffic (a send within the last few microseconds) keeps going
-    // through the io thread instead, which batches it into one writev.
+    // Dense fire-and-forget traffic (a send within the last few
+    // microseconds) goes through the io thread instead, which batches it
+    // into one writev. An awaited message (a call or a reply) always takes
+    // the fast path: a round trip shorter than the density window must not
+    // turn every call into an io-thread hand-off.
     size_t written = 0;
     auto now = std::chrono::steady_clock::now();
     bool sparse = now - lastSend > std::chrono::microseconds(50);
     lastSend = now;
-    if (sparse && state == State::Open && !writing && queue.empty())
+    if ((sparse || awaited) && state == State::Open && !writing &&
+        queue.empty())
       written = writeNow(*encoded);
     if (written == encoded->totalBytes())
       return;

@@ -51,6 +51,10 @@ struct Message {
   /// still held (Transport.h). Whoever keeps the message's work for later
   /// (a mailbox, a forwarded copy, a send queue) keeps this with it.
   std::shared_ptr<const void> credit;
+  /// Someone blocks until this message (a call, or a reply to one) is
+  /// handled: an idle socket link writes it from the sending thread at once,
+  /// never leaving it to the io thread to batch (Transport.h). Not sent.
+  bool awaited = false;
 };
 
 } // namespace monarch::transport

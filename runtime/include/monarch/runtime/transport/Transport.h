@@ -6,8 +6,13 @@
 // drops a connection -- never the process -- on a bad frame.
 //
 // Threading: all socket work runs on the transport's io_context (one thread);
-// send() may be called from any thread. Handlers run on the io thread (or, for
-// inproc, on the sender's thread) and must not block.
+// send() may be called from any thread. An idle socket link writes a message
+// straight from the sending thread (one non-blocking sendmsg) and leaves only
+// what the socket did not take to the io thread; dense fire-and-forget
+// traffic goes through the io thread, which batches it into one writev.
+// Message::awaited (a call or a reply) always takes the direct write when the
+// link is idle. Handlers run on the io thread (or, for inproc, on the
+// sender's thread) and must not block.
 //
 // Flow control: a socket connection stops reading while more than
 // maxUnhandledBytes of what it delivered is still held (Message::credit), so
