@@ -7,7 +7,9 @@ of it), runs it with monarch-run on CPU worker processes twice -- as written
 (`--no-optimize`) and through the default pipeline (all-reduces started on a
 "comm" stream thread, waited for just before each update) -- and compares the
 step time measured from monarch-run's --trace (first instruction start to last
-instruction end of the slowest rank, divided by the steps).
+instruction end of the slowest rank, divided by the steps). With `--device
+cuda` the spans are the trace's device-time events (when the work ran on the
+GPU; the host-side spans there are launch times).
 
     /usr/bin/python3 bench/passes/ddp_overlap.py --monarch-run build/bin/monarch-run \
         --ranks 2 --layers 8 --hidden 512 --batch 64 --steps 4 --reps 5
@@ -17,13 +19,16 @@ the plans elsewhere with --write-plans DIR (uses monarch-opt) and run them
 there with --plans DIR.
 """
 import argparse
-import json
 import os
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "tools", "monarch-run"))
+import trace_events  # noqa: E402
 
 
 def program(ranks: int, layers: int, hidden: int, batch: int, steps: int,
@@ -123,9 +128,11 @@ def write_plans(monarch_opt: str, mlirs: dict, out_dir: str) -> None:
                            check=True)
 
 
-def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str, bind: bool) -> float:
+def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str, bind: bool,
+            device: bool = False) -> float:
     """First instruction start to last instruction end of the slowest rank;
-    `bind` pins each worker to its share of the cores."""
+    `bind` pins each worker to its share of the cores. `device`: from the
+    device-time events (a CUDA run), which must then be present."""
     trace = os.path.join(tmp, "trace.json")
     cmd = [monarch_run, program, "--trace", trace]
     if program.endswith(".mlir") and not optimize:
@@ -136,23 +143,24 @@ def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str, bind: bool
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    events = [e for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
-    spans = {}
-    for e in events:
-        lo, hi = spans.get(e["pid"], (float("inf"), 0.0))
-        spans[e["pid"]] = (min(lo, e["ts"]), max(hi, e["ts"] + e["dur"]))
+    events, clock = trace_events.preferred(trace_events.load(trace), device)
+    if device and clock != trace_events.GPU:
+        sys.exit(f"{trace}: no device-time events (is monarch-run built against a "
+                 "torch with CUDA, and are the ranks on GPUs?)")
+    spans = trace_events.rank_spans(events)
     return max(hi - lo for lo, hi in spans.values()) / 1e3
 
 
 def step_time(monarch_run: str, programs: dict, optimize: bool, steps: int, tmp: str,
-              bind: bool = False) -> float:
+              bind: bool = False, device: bool = False) -> float:
     """Steady-state ms per step: the span of warm-up + `steps` steps minus that
     of the warm-up alone (connection set-up, first-touch allocations), over
     `steps`. Without a warm-up program, the whole span over `steps`."""
-    total = span_ms(monarch_run, programs[""], optimize, tmp, bind)
+    total = span_ms(monarch_run, programs[""], optimize, tmp, bind, device)
     if "-warmup" not in programs:
         return total / steps
-    return (total - span_ms(monarch_run, programs["-warmup"], optimize, tmp, bind)) / steps
+    warmup = span_ms(monarch_run, programs["-warmup"], optimize, tmp, bind, device)
+    return (total - warmup) / steps
 
 
 def simulate(monarch_opt: str, mlir: str, profile: str, optimize: bool) -> dict:
@@ -232,12 +240,16 @@ def main() -> None:
         else:
             first = second = mlirs
         naive, optimized = [], []
+        on_gpu = a.device.startswith("cuda")
         for _ in range(a.reps):  # interleaved, so drifting load hits both
-            naive.append(step_time(a.monarch_run, first, False, a.steps, tmp, a.bind))
-            optimized.append(step_time(a.monarch_run, second, True, a.steps, tmp, a.bind))
+            naive.append(step_time(a.monarch_run, first, False, a.steps, tmp, a.bind, on_gpu))
+            optimized.append(step_time(a.monarch_run, second, True, a.steps, tmp, a.bind,
+                                       on_gpu))
     n, o = statistics.median(naive), statistics.median(optimized)
     ratios = sorted(x / y for x, y in zip(naive, optimized))
+    clock = "device time (GPU trace events)" if on_gpu else "host time"
     print(f"DDP {a.layers} layers {a.hidden}x{a.hidden}, batch {a.batch}, dp={a.ranks}, "
+          f"device {a.device}, step time by {clock}, "
           f"{a.steps} steps after {a.warmup} warm-up{', cores bound' if a.bind else ''}, median of {a.reps}; per-run speed-ups "
           f"{' '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f}x)")
     print(f"| naive (as written) | optimized (default pipeline) | speed-up |")
