@@ -189,11 +189,13 @@ struct StreamContext {
 };
 
 /// Brackets one traced instruction run on `ctx`'s thread (trace set):
-/// returns its host start; on a CUDA stream it also marks the device start.
+/// returns its host start; on a CUDA stream it also marks the device start
+/// (after the host start: the device span cannot precede its launch).
 inline int64_t traceStart(StreamContext &ctx) {
+  int64_t start = traceNowNs();
   if (ctx.device)
     ctx.device->traceBegin();
-  return traceNowNs();
+  return start;
 }
 
 /// Reports the host span from `start`; on a CUDA stream marks the device
@@ -201,10 +203,10 @@ inline int64_t traceStart(StreamContext &ctx) {
 inline void traceFinish(StreamContext &ctx, int64_t instruction,
                         std::string_view name, int64_t recording,
                         int64_t start) {
-  int64_t end = traceNowNs();
   if (ctx.device)
     ctx.device->traceEnd(instruction, name, recording);
-  (*ctx.trace)(instruction, ctx.stream, name, recording, start, end, false);
+  (*ctx.trace)(instruction, ctx.stream, name, recording, start, traceNowNs(),
+               false);
 }
 
 /// One queued unit of work of an instruction. A task catches its own errors.
