@@ -14,7 +14,8 @@
 #   PYTHONPATH=build/python /usr/bin/python3 bench/pipeline/job_plans.py prepare bench/pipeline/plans
 # (carry bench/passes/plans and bench/pipeline/plans too). The pipeline jobs'
 # outputs and traces come back in $OUT/pipeline-results.tar.gz; unpack it and
-# `job_plans.py report bench/pipeline/plans DIR` analyses them.
+# `job_plans.py report bench/pipeline/plans DIR` analyses them (CUDA jobs: step
+# time and bubble from the traces' device-time events).
 # Every figure goes to $OUT/bench-*.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,13 +49,14 @@ done
 # torch.distributed NCCL, one rank per GPU, and DDP on CUDA ranks (plans:
 #   ddp_overlap.py ... --ranks 2 --layers 8 --hidden 4096 --batch 512 --steps 10
 #       --warmup 2 --device cuda --write-plans bench/passes/plans/ddp-cuda2).
+# With --device cuda its step times come from the traces' device-time events.
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 if [ "$gpus" -ge 2 ]; then
   [ -x $bin/tensor-allreduce-bench ] && run nccl $bin/tensor-allreduce-bench --backend nccl \
     --ranks "$gpus" --iters 20
   [ -f bench/passes/plans/ddp-cuda2/naive.plan ] && run ddpcuda python3 bench/passes/ddp_overlap.py \
     --monarch-run $bin/monarch-run --plans bench/passes/plans/ddp-cuda2 --ranks 2 --layers 8 \
-    --hidden 4096 --batch 512 --steps 10 --warmup 2 --reps ${DDP_REPS:-3}
+    --hidden 4096 --batch 512 --steps 10 --warmup 2 --reps ${DDP_REPS:-3} --device cuda
 fi
 # The pipeline job: each plan run once, its losses and trace kept for the report.
 if [ -d bench/pipeline/plans ] && { [ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY " == *" pipeline "* ]]; }; then

@@ -56,4 +56,6 @@ fi
    --output-junit "$out/ctest.xml") > "$out/ctest.log" 2>&1
 rc=$?
 grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|Skipped|\*\*\*" "$out/ctest.log" | tail -40
+# Device-time trace events (issues 7 and 10): these must say Passed here.
+grep -E "CudaTrace\." "$out/ctest.log"
 exit $rc

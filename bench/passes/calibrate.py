@@ -23,6 +23,10 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "tools", "monarch-run"))
+import trace_events  # noqa: E402
+
 MM_SIZES = [128, 256, 512, 1024]
 ADD_ELEMENTS = 1 << 22
 REDUCE_ELEMENTS = [1 << 10, 1 << 14, 1 << 18, 1 << 21, 1 << 22]
@@ -134,7 +138,8 @@ def main() -> None:
                               env=dict(os.environ, OMP_NUM_THREADS="1"))
         if done.returncode != 0:
             sys.exit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-        events = [e for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
+        # Host spans: the probes run on CPU workers, where they are the work.
+        events = trace_events.of_clock(trace_events.load(trace), trace_events.HOST)
     by_rank = [[] for _ in range(a.ranks)]
     for e in sorted(events, key=lambda e: e["ts"]):
         by_rank[e["pid"]].append(e)

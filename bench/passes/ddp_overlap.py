@@ -7,7 +7,9 @@ of it), runs it with monarch-run on CPU worker processes twice -- as written
 (`--no-optimize`) and through the default pipeline (all-reduces started on a
 "comm" stream thread, waited for just before each update) -- and compares the
 step time measured from monarch-run's --trace (first instruction start to last
-instruction end of the slowest rank, divided by the steps).
+instruction end of the slowest rank, divided by the steps). With `--device
+cuda` the spans are the trace's device-time events (when the work ran on the
+GPU; the host-side spans there are launch times).
 
     /usr/bin/python3 bench/passes/ddp_overlap.py --monarch-run build/bin/monarch-run \
         --ranks 2 --layers 8 --hidden 512 --batch 64 --steps 4 --reps 5
@@ -17,7 +19,6 @@ the plans elsewhere with --write-plans DIR (uses monarch-opt) and run them
 there with --plans DIR.
 """
 import argparse
-import json
 import os
 import re
 import statistics
@@ -26,6 +27,10 @@ import sys
 import tempfile
 import time
 from typing import Dict, Tuple
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "tools", "monarch-run"))
+import trace_events  # noqa: E402
 
 
 def program(ranks: int, layers: int, hidden: int, batch: int, steps: int,
@@ -126,12 +131,14 @@ def write_plans(monarch_opt: str, mlirs: dict, out_dir: str) -> None:
 
 
 def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str, bind: bool,
-            keep: str = "", timer: str = "trace") -> Tuple[float, Dict[Tuple[int, str], float]]:
+            keep: str = "", timer: str = "trace",
+            device: bool = False) -> Tuple[float, Dict[Tuple[int, str], float]]:
     """First instruction start to last instruction end of the slowest rank (ms),
     and busy_by_op; with `timer` "wall", the wall time of the whole monarch-run
     without --trace (nothing sent per instruction) and no breakdown;
     `bind` pins each worker to its share of the cores; `keep`: where to keep
-    the trace (empty: a scratch file)."""
+    the trace (empty: a scratch file); `device`: from the device-time events
+    (a CUDA run), which must then be present."""
     trace = keep or os.path.join(tmp, "trace.json")
     cmd = [monarch_run, program] + (["--trace", trace] if timer == "trace" else [])
     if program.endswith(".mlir") and not optimize:
@@ -146,11 +153,11 @@ def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str, bind: bool
         sys.exit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
     if timer == "wall":
         return wall, {}
-    events = [e for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
-    spans = {}
-    for e in events:
-        lo, hi = spans.get(e["pid"], (float("inf"), 0.0))
-        spans[e["pid"]] = (min(lo, e["ts"]), max(hi, e["ts"] + e["dur"]))
+    events, clock = trace_events.preferred(trace_events.load(trace), device)
+    if device and clock != trace_events.GPU:
+        sys.exit(f"{trace}: no device-time events (is monarch-run built against a "
+                 "torch with CUDA, and are the ranks on GPUs?)")
+    spans = trace_events.rank_spans(events)
     return max(hi - lo for lo, hi in spans.values()) / 1e3, busy_by_op(events, len(spans))
 
 
@@ -160,24 +167,24 @@ def busy_by_op(events: list, ranks: int) -> Dict[Tuple[int, str], float]:
     a gradient, on the main stream `borrow_drop` waiting for its reduce)."""
     busy: Dict[Tuple[int, str], float] = {}
     for e in events:
-        key = (e["tid"], e["name"])
+        key = (trace_events.stream(e), e["name"])
         busy[key] = busy.get(key, 0.0) + e["dur"] / 1e3 / ranks
     return busy
 
 
 def step_time(monarch_run: str, programs: dict, optimize: bool, steps: int, tmp: str,
-              bind: bool = False, keep: str = "",
-              timer: str = "trace") -> Tuple[float, Dict[Tuple[int, str], float]]:
+              bind: bool = False, keep: str = "", timer: str = "trace",
+              device: bool = False) -> Tuple[float, Dict[Tuple[int, str], float]]:
     """Steady-state ms per step: the span of warm-up + `steps` steps minus that
     of the warm-up alone (connection set-up, first-touch allocations), over
     `steps`. Without a warm-up program, the whole span over `steps`. With it,
     busy_by_op per step, the same difference."""
     total, busy = span_ms(monarch_run, programs[""], optimize, tmp, bind,
-                          keep and keep + ".json", timer)
+                          keep and keep + ".json", timer, device)
     if "-warmup" not in programs:
         return total / steps, {k: v / steps for k, v in busy.items()}
     warmup, warm_busy = span_ms(monarch_run, programs["-warmup"], optimize, tmp, bind,
-                                keep and keep + "-warmup.json", timer)
+                                keep and keep + "-warmup.json", timer, device)
     return ((total - warmup) / steps,
             {k: (v - warm_busy.get(k, 0.0)) / steps for k, v in busy.items()})
 
@@ -280,17 +287,22 @@ def main() -> None:
         if a.keep_traces:
             os.makedirs(a.keep_traces, exist_ok=True)
         keep = lambda form, rep: os.path.join(a.keep_traces, f"{form}-{rep}") if a.keep_traces else ""
+        on_gpu = a.device.startswith("cuda")
+        if on_gpu and a.timer == "wall":
+            sys.exit("--timer wall times the host; a CUDA run is timed by its device events")
         for rep in range(a.reps):  # interleaved, so drifting load hits both
             naive.append(step_time(a.monarch_run, first, False, a.steps, tmp, a.bind,
-                                   keep("naive", rep), a.timer))
+                                   keep("naive", rep), a.timer, on_gpu))
             optimized.append(step_time(a.monarch_run, second, True, a.steps, tmp, a.bind,
-                                       keep("optimized", rep), a.timer))
+                                       keep("optimized", rep), a.timer, on_gpu))
     if a.timer == "trace":
         breakdown_table(naive, optimized)
     naive, optimized = [s for s, _ in naive], [s for s, _ in optimized]
     n, o = statistics.median(naive), statistics.median(optimized)
     ratios = sorted(x / y for x, y in zip(naive, optimized))
+    clock = "device time (GPU trace events)" if on_gpu else "host time"
     print(f"DDP {a.layers} layers {a.hidden}x{a.hidden}, batch {a.batch}, dp={a.ranks}, "
+          f"device {a.device}, step time by {clock}, "
           f"{a.steps} steps after {a.warmup} warm-up{', cores bound' if a.bind else ''}, "
           f"{a.timer} timer, median of {a.reps}; per-run speed-ups "
           f"{' '.join(f'{r:.2f}' for r in ratios)} (median {statistics.median(ratios):.2f}x)")

@@ -10,8 +10,10 @@ alone, and the results analysed here again.
     # here: losses vs reference, step time and bubble from the traces
     PYTHONPATH=build/python /usr/bin/python3 bench/pipeline/job_plans.py report bench/pipeline/plans RESULTS
 
-On CUDA the trace's instruction times are host-side launch times, so only the
-step time (between loss fetches, which wait for the GPU) is reported there.
+On CUDA the report uses the trace's device-time events (when each
+instruction's work ran on the GPU; its host-side spans are launch times) for
+the step time and the bubble; a trace without them (monarch-run built against
+a CPU-only torch) gets the step time only.
 """
 
 from __future__ import annotations
@@ -107,8 +109,9 @@ def report(plans: str, results: str) -> int:
                          os.path.join(plans, name, "job.plan"), ids, cfg)
         line = (f"{name}: {len(losses)} steps, losses vs single-process reference: max rel "
                 f"diff {err:.1e} ({'OK' if ok else 'MISMATCH'}, tolerance {tol:g}); step "
-                f"{st['step_ms']:.2f} ms (median of steps 1..{len(losses) - 1})")
-        if not cfg.device.startswith("cuda"):
+                f"{st['step_ms']:.2f} ms (median of steps 1..{len(losses) - 1}, "
+                f"{job.CLOCK_WORDS[st['clock']]})")
+        if not cfg.device.startswith("cuda") or st["clock"] == "gpu":
             line += (f"; bubble {st['bubble']:.3f} measured vs theory {st['bubble_theory']:.3f}"
                      f" (replayed with free transfers {st['bubble_replayed']:.3f})")
         print(line)

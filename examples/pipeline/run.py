@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
-import json
 import os
 import re
 import shutil
@@ -29,8 +28,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "monarch-run"))
 
 import model  # noqa: E402
+import trace_events  # noqa: E402
 
 
 def find_tool(name: str, env: str) -> str:
@@ -155,9 +156,12 @@ def analyze(trace_path: str, plan_path: str, fetch_ids: List[int], cfg: model.Co
     do not separate steps. In each step the pipeline window is the span of
     those instructions over all ranks; a stage is busy while it runs one that
     is not a transfer (send_tensor: waiting for the peer) nor a ref deletion;
-    its bubble is 1 - busy / window."""
-    with open(trace_path) as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    its bubble is 1 - busy / window.
+
+    A CUDA run's trace has device-time events (when each instruction's work
+    ran on the GPU): then all of this uses them ("clock": "gpu" in the
+    result), since its host-side spans are launch times; else the host spans."""
+    events, clock = trace_events.preferred(trace_events.load(trace_path))
     phases = instruction_phases(plan_path)
     bounds = sorted(fetch_ids)
     P, D, M = cfg.pp, cfg.dp, cfg.microbatches
@@ -169,7 +173,7 @@ def analyze(trace_path: str, plan_path: str, fetch_ids: List[int], cfg: model.Co
         i = e["args"]["instruction"]
         if e["name"] == "fetch" and i in bounds:
             fetch_ts[i] = max(fetch_ts.get(i, 0.0), e["ts"] + e["dur"])
-        if (phases.get(i) == "pipeline" and e.get("tid", 0) == 0
+        if (phases.get(i) == "pipeline" and trace_events.stream(e) == 0
                 and e["name"] != "delete_refs"):
             per_rank.setdefault(e["pid"], []).append(e)
     # step of each event: that of the next transfer on its rank
@@ -210,6 +214,7 @@ def analyze(trace_path: str, plan_path: str, fetch_ids: List[int], cfg: model.Co
     steps_t = [(ends[k] - ends[k - 1]) / 1e3 for k in range(1, len(ends))]  # ms, steps 1..
     per_stage = [statistics.mean(b[i] for b in bubbles) for i in range(P)] if bubbles else []
     return {
+        "clock": clock,
         "step_ms": statistics.median(steps_t) if steps_t else float("nan"),
         "step_ms_all": steps_t,
         "pipeline_window_ms": statistics.median(windows) if windows else float("nan"),
@@ -219,6 +224,10 @@ def analyze(trace_path: str, plan_path: str, fetch_ids: List[int], cfg: model.Co
         "bubble_replayed": statistics.mean(replayed) if replayed else float("nan"),
         "bubble_buffered": statistics.mean(buffered) if buffered else float("nan"),
     }
+
+
+CLOCK_WORDS = {trace_events.GPU: "device-time (GPU) events",
+               trace_events.HOST: "host-side events"}
 
 
 def replay_bubble(stages: List[List[dict]], buffered: bool = False) -> Optional[float]:
@@ -428,7 +437,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"step {s:3d}  loss {l:.6f}")
     st = analyze(trace, plan, ids, cfg)
     print(f"step time {st['step_ms']:.2f} ms (median over steps 1..{cfg.steps - 1}, "
-          f"from the trace)")
+          f"from the trace's {CLOCK_WORDS[st['clock']]})")
     print(f"pipeline bubble {st['bubble']:.3f} measured (per stage "
           + ", ".join(f"{b:.3f}" for b in st["bubble_per_stage"])
           + f"; fwd/bwd window {st['pipeline_window_ms']:.2f} ms) vs theory "

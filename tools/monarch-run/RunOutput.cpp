@@ -160,7 +160,8 @@ bool writeChromeTrace(const std::string &path, const plan::Program &program,
   for (size_t i = 0; i < result.trace.size(); ++i) {
     const auto &t = result.trace[i];
     int64_t rank = result.traceRanks[i];
-    tracks.insert({rank, t.stream()});
+    int64_t tid = t.on_device() ? kDeviceTrackBase + t.stream() : t.stream();
+    tracks.insert({rank, tid});
     char times[96];
     std::snprintf(times, sizeof(times), "\"ts\":%.3f,\"dur\":%.3f",
                   (t.start_ns() - origin) / 1e3,
@@ -168,23 +169,29 @@ bool writeChromeTrace(const std::string &path, const plan::Program &program,
     std::string args = "{\"instruction\":" + std::to_string(t.instruction());
     if (t.recording())
       args += ",\"recording\":" + std::to_string(t.recording());
-    args += "}";
-    emit("{\"name\":" + jsonString(t.name()) + ",\"ph\":\"X\",\"pid\":" +
-         std::to_string(rank) + ",\"tid\":" + std::to_string(t.stream()) + "," +
-         times + ",\"args\":" + args + "}");
+    const char *clock = t.on_device() ? "gpu" : "host";
+    args += ",\"stream\":" + std::to_string(t.stream()) + ",\"clock\":\"" +
+            clock + "\"}";
+    emit("{\"name\":" + jsonString(t.name()) + ",\"cat\":\"" + clock +
+         "\",\"ph\":\"X\",\"pid\":" + std::to_string(rank) + ",\"tid\":" +
+         std::to_string(tid) + "," + times + ",\"args\":" + args + "}");
   }
   std::set<int64_t> ranks;
-  for (const auto &[rank, stream] : tracks) {
+  for (const auto &[rank, tid] : tracks) {
     if (ranks.insert(rank).second)
       emit("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" +
            std::to_string(rank) + ",\"args\":{\"name\":" +
            jsonString("rank " + std::to_string(rank) + " (" +
                       coordsOf(program, rank) + ")") +
            "}}");
+    bool onDevice = tid >= kDeviceTrackBase;
+    int64_t stream = onDevice ? tid - kDeviceTrackBase : tid;
     auto name = streamNames.count(stream) ? streamNames[stream]
                                           : "stream " + std::to_string(stream);
+    if (onDevice)
+      name += " (gpu)";
     emit("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" +
-         std::to_string(rank) + ",\"tid\":" + std::to_string(stream) +
+         std::to_string(rank) + ",\"tid\":" + std::to_string(tid) +
          ",\"args\":{\"name\":" + jsonString(name) + "}}");
   }
   os << "\n]}\n";

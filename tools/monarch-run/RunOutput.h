@@ -5,7 +5,10 @@
 // top-level fetch is complete, then printed in rank order. Fetches inside
 // recordings (loop bodies) print as they arrive. writeChromeTrace writes the
 // Chrome/Perfetto JSON of a traced run: one process per rank, one thread per
-// stream.
+// stream with the host-side spans ("cat": "host"), and on CUDA streams one
+// more per stream, tid kDeviceTrackBase + stream, with the device-time spans
+// ("cat": "gpu", args.clock "gpu"; tools/monarch-run/trace_events.py reads
+// them).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MONARCH_TOOLS_MONARCH_RUN_RUNOUTPUT_H
@@ -54,6 +57,10 @@ private:
 
 /// "instruction #7 (at loc) failed on rank 2: message".
 std::string describeFailure(const plan::Failure &failure);
+
+/// The tid of a stream's device-time track: its own thread in the viewer,
+/// since device spans overlap the host spans of the same stream.
+constexpr int64_t kDeviceTrackBase = 1000000;
 
 /// Writes `result.trace` as Chrome trace JSON; false if the file cannot be
 /// written.

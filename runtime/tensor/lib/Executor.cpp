@@ -126,15 +126,6 @@ bool SerialQueue::waitIdle(std::chrono::milliseconds timeout) {
                        [&] { return tasks.empty() && !running; });
 }
 
-namespace {
-int64_t nowNs() {
-  // steady_clock is CLOCK_MONOTONIC on Linux: comparable between processes.
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-} // namespace
-
 void SerialQueue::loop() {
   StreamContext ctx;
   ctx.stream = id;
@@ -160,6 +151,9 @@ void SerialQueue::loop() {
       // Spin briefly before parking: a host submitting a stream of small
       // instructions would otherwise pay a futex wake-up per batch.
       lock.unlock();
+      // Idle: report the device-time spans the GPU has finished meanwhile.
+      if (ctx.device)
+        ctx.device->traceCollect();
       auto until =
           std::chrono::steady_clock::now() + std::chrono::microseconds(20);
       while (pending.load(std::memory_order_acquire) == 0 &&
@@ -181,10 +175,10 @@ void SerialQueue::loop() {
       activate();
       try {
         if (trace && !task->name.empty()) {
-          int64_t start = nowNs();
+          int64_t start = traceStart(ctx);
           task->run(ctx);
-          (*trace)(task->instruction, id, task->name, task->recording, start,
-                   nowNs());
+          traceFinish(ctx, task->instruction, task->name, task->recording,
+                      start);
         } else {
           task->run(ctx);
         }
@@ -530,7 +524,7 @@ struct Executor::Impl {
     if (callbacks.onTrace)
       traceSink = [this](int64_t instruction, int64_t stream,
                          std::string_view name, int64_t recording,
-                         int64_t start, int64_t end) {
+                         int64_t start, int64_t end, bool onDevice) {
         plan::TraceEvent event;
         event.set_instruction(instruction);
         event.set_stream(stream);
@@ -538,6 +532,7 @@ struct Executor::Impl {
         event.set_start_ns(start);
         event.set_end_ns(end);
         event.set_recording(recording);
+        event.set_on_device(onDevice);
         std::lock_guard<std::mutex> lock(callbackMutex);
         callbacks.onTrace(event);
       };
@@ -565,9 +560,9 @@ struct Executor::Impl {
 
   void addQueue(int64_t id, std::string name) {
     Stream s;
-    s.queue = std::make_unique<SerialQueue>(std::move(name), id,
-                                            traceSink ? &traceSink : nullptr,
-                                            makeDeviceStream(device));
+    const TraceSink *trace = traceSink ? &traceSink : nullptr;
+    s.queue = std::make_unique<SerialQueue>(
+        std::move(name), id, trace, makeDeviceStream(device, trace, id));
     streams.emplace(id, std::move(s));
   }
 
@@ -1594,7 +1589,10 @@ struct Executor::Impl {
                              std::to_string(ctx.stream));
              if (remaining->fetch_sub(1) != 1)
                return;
-             int64_t start = ctx.trace ? nowNs() : 0;
+             // Host span only: its device span would be empty (the
+             // stream has just been synchronized, which also reported this
+             // stream's device spans before the status below).
+             int64_t start = ctx.trace ? traceNowNs() : 0;
              {
                std::lock_guard<std::mutex> lock(callbackMutex);
                if (callbacks.onStatus)
@@ -1602,7 +1600,7 @@ struct Executor::Impl {
              }
              if (ctx.trace)
                (*ctx.trace)(id, ctx.stream, "request_status", recording, start,
-                            nowNs());
+                            traceNowNs(), false);
            }));
   }
 
@@ -1727,7 +1725,7 @@ struct Executor::Impl {
     void run(StreamContext &ctx) override {
       Cell *const *cells = frame.data();
       for (const auto &step : rec->steps) {
-        int64_t start = ctx.trace ? nowNs() : 0;
+        int64_t start = ctx.trace ? traceStart(ctx) : 0;
         if (step.isDelete) {
           for (uint32_t k : step.frees)
             cells[k]->clear();
@@ -1741,7 +1739,7 @@ struct Executor::Impl {
               step.op, cells, ctx.stack);
         }
         if (ctx.trace)
-          (*ctx.trace)(step.id, ctx.stream, step.name, rec->id, start, nowNs());
+          traceFinish(ctx, step.id, step.name, rec->id, start);
       }
     }
   };

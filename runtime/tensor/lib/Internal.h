@@ -6,6 +6,8 @@
 #include "monarch/tensor/Collectives.h"
 #include "monarch/tensor/plan.pb.h"
 
+#include "cuda/DeviceClock.h"
+
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
@@ -97,9 +99,11 @@ private:
 };
 
 /// Called after each traced instruction: (instruction, stream, name,
-/// recording, start ns, end ns).
+/// recording, start ns, end ns, onDevice). onDevice: the span is when its
+/// work ran on the stream's GPU (a device-time event, reported once the GPU
+/// has passed it); otherwise the host-side span (on a CUDA stream: launch).
 using TraceSink = std::function<void(int64_t, int64_t, std::string_view,
-                                     int64_t, int64_t, int64_t)>;
+                                     int64_t, int64_t, int64_t, bool)>;
 
 // --- cuda/DeviceStream.cpp ---------------------------------------------------
 //
@@ -136,6 +140,15 @@ public:
   /// freeing it on its own stream does not hand its memory to new work
   /// before this stream's work on it has finished. No-op for CPU tensors.
   virtual void recordUse(const at::Tensor &t) = 0;
+  /// Device-time tracing, on when the stream was made with a trace sink
+  /// (no-ops otherwise). Called by the stream's own thread only, around
+  /// each traced instruction: timed CUDA events before and after its work.
+  virtual void traceBegin() = 0;
+  virtual void traceEnd(int64_t instruction, std::string_view name,
+                        int64_t recording) = 0;
+  /// Reports the spans whose work the GPU has finished, in stream order;
+  /// never blocks. synchronize() reports them all.
+  virtual void traceCollect() = 0;
   /// The cudaStream_t.
   virtual void *handle() const = 0;
   virtual int device() const = 0;
@@ -145,8 +158,11 @@ public:
 /// exists (one rank per GPU; with one GPU every rank shares it), else -1.
 int workerDevice(int64_t rank);
 /// A stream of `device` whose pool CUDA stream is taken by makeCurrent();
-/// null without CUDA.
-std::shared_ptr<DeviceStream> makeDeviceStream(int device);
+/// null without CUDA. With `trace` (outliving it), it also reports the
+/// device-time span of each traced instruction as plan stream `stream`.
+std::shared_ptr<DeviceStream> makeDeviceStream(int device,
+                                               const TraceSink *trace = nullptr,
+                                               int64_t stream = 0);
 /// The process's worker GPU (one worker per process), used to place
 /// tensors requested on any `cuda` device; -1 when none.
 void setProcessDevice(int device);
@@ -171,6 +187,27 @@ struct StreamContext {
   /// Reused by ATen calls: one allocation per stream instead of per call.
   std::vector<c10::IValue> stack;
 };
+
+/// Brackets one traced instruction run on `ctx`'s thread (trace set):
+/// returns its host start; on a CUDA stream it also marks the device start
+/// (after the host start: the device span cannot precede its launch).
+inline int64_t traceStart(StreamContext &ctx) {
+  int64_t start = traceNowNs();
+  if (ctx.device)
+    ctx.device->traceBegin();
+  return start;
+}
+
+/// Reports the host span from `start`; on a CUDA stream marks the device
+/// end (the device span is reported once the GPU has run it).
+inline void traceFinish(StreamContext &ctx, int64_t instruction,
+                        std::string_view name, int64_t recording,
+                        int64_t start) {
+  if (ctx.device)
+    ctx.device->traceEnd(instruction, name, recording);
+  (*ctx.trace)(instruction, ctx.stream, name, recording, start, traceNowNs(),
+               false);
+}
 
 /// One queued unit of work of an instruction. A task catches its own errors.
 class Task {

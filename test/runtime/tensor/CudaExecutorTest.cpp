@@ -5,8 +5,8 @@
 // two streams overlapping, borrows ordered by CUDA events (checked by value:
 // without the events the other stream would read stale data), reduce and
 // stack through NCCL with a single rank, to_mesh, recordings, fetch of cuda
-// values, errors, and the memory cap (CPU only). Every test skips, saying
-// why, without a GPU or with a CPU-only torch.
+// values, errors, the memory cap (CPU only), and device-time trace events.
+// Every test skips, saying why, without a GPU or with a CPU-only torch.
 //
 // The event tests make the race visible: the producing stream first queues
 // ~100 ms of matrix products, so a consumer that ordered only on the host
@@ -27,7 +27,9 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <cstring>
 #include <map>
@@ -60,8 +62,8 @@ const std::vector<std::pair<std::string, plan::Value>> onCuda = {
 /// The executor harness on a 1-rank mesh, with waits long enough for GPU
 /// start-up.
 struct CudaHarness : Harness {
-  explicit CudaHarness(ExecutorOptions options = {})
-      : Harness(withOneRank(std::move(options)), false, seconds(30)) {}
+  explicit CudaHarness(ExecutorOptions options = {}, bool trace = false)
+      : Harness(withOneRank(std::move(options)), trace, seconds(30)) {}
   static ExecutorOptions withOneRank(ExecutorOptions options) {
     options.rootShape = {{"x", 1}};
     return options;
@@ -210,6 +212,227 @@ TEST(CudaStreams, KernelsOfTwoStreamsOverlap) {
   EXPECT_LT(bt + 50, a) << "the default stream's fetch (" << bt
                         << " ms) waited for the other stream's kernels (" << a
                         << " ms)";
+}
+
+// --- device-time trace events ------------------------------------------------
+
+int64_t steadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             Clock::now().time_since_epoch())
+      .count();
+}
+
+/// One stream's trace: host-side spans and device-time spans by
+/// instruction.
+struct StreamTrace {
+  std::map<int64_t, plan::TraceEvent> host, device;
+  /// Device spans in start order.
+  std::vector<plan::TraceEvent> deviceInOrder() const {
+    std::vector<plan::TraceEvent> v;
+    for (const auto &[id, e] : device)
+      v.push_back(e);
+    std::sort(v.begin(), v.end(), [](const auto &a, const auto &b) {
+      return a.start_ns() < b.start_ns();
+    });
+    return v;
+  }
+};
+
+StreamTrace traceOf(Harness &h, int64_t stream) {
+  std::lock_guard<std::mutex> lock(h.mutex);
+  StreamTrace t;
+  for (const auto &e : h.traces) {
+    if (e.stream() != stream)
+      continue;
+    auto &side = e.on_device() ? t.device : t.host;
+    EXPECT_TRUE(side.emplace(e.instruction(), e).second)
+        << "two " << (e.on_device() ? "device" : "host")
+        << " events for instruction " << e.instruction();
+  }
+  return t;
+}
+
+int64_t duration(const plan::TraceEvent &e) {
+  return e.end_ns() - e.start_ns();
+}
+
+int64_t median(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+/// Slack for comparisons between the host clock and device times placed on
+/// it (the anchor's error: an event recorded on an idle stream completes
+/// within microseconds).
+constexpr int64_t kClockSlackNs = 100'000;
+
+TEST(CudaTrace, DeviceSpansShowWhenTheGpuRanEachInstruction) {
+  REQUIRE_GPU();
+  CudaHarness h({}, /*trace=*/true);
+  {
+    // Warm-up: cuBLAS initialization and kernel loading are host work of
+    // the first launch, not what this test looks at.
+    PlanBuilder w({{"x", 1}});
+    busyGpu(w, 0, 1);
+    int64_t o = w.op(0, "aten::ones", "", {val::ints({4})}, 1, 0, onCuda);
+    w.op(0, "aten::add", "Tensor", {val::ref(o), val::ref(o), val::scalar(1)});
+    w.fetch(0, o);
+    // Its device spans are all reported before the status is (a stream
+    // reports its last ones when it next synchronizes or goes idle).
+    w.status(0);
+    h.run(w);
+    ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+    std::lock_guard<std::mutex> lock(h.mutex);
+    h.traces.clear();
+  }
+  PlanBuilder b({{"x", 1}});
+  int64_t m =
+      b.op(0, "aten::randn", "", {val::ints({4096, 4096})}, 1, 0, onCuda);
+  int64_t small = b.op(0, "aten::ones", "", {val::ints({4})}, 1, 0, onCuda);
+  std::vector<int64_t> mms, adds;
+  for (int k = 0; k < 6; ++k) {
+    int64_t p = b.op(0, "aten::mm", "", {val::ref(m), val::ref(m)});
+    mms.push_back(Harness::last(b));
+    b.deleteRefs(0, {p});
+    int64_t s = b.op(0, "aten::add", "Tensor",
+                     {val::ref(small), val::ref(small), val::scalar(1)});
+    adds.push_back(Harness::last(b));
+    b.deleteRefs(0, {s});
+  }
+  b.fetch(0, small);
+  int64_t status = b.status(0);
+  int64_t before = steadyNs();
+  h.run(b);
+  int64_t after = steadyNs();
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  ASSERT_FALSE(h.statuses.empty());
+  EXPECT_EQ(h.statuses.back(), status);
+  EXPECT_FALSE(h.concurrentTraces);
+
+  StreamTrace t = traceOf(h, 0);
+  // Every instruction traced on the CUDA stream has its device span, under
+  // the same name (the status request only on the host: it synchronizes).
+  for (const auto &[id, host] : t.host) {
+    if (id == status)
+      continue;
+    auto it = t.device.find(id);
+    ASSERT_NE(it, t.device.end()) << "no device span for " << host.name();
+    EXPECT_EQ(it->second.name(), host.name());
+  }
+  EXPECT_EQ(t.device.size() + 1, t.host.size());
+
+  // On one stream the device spans follow each other without overlapping,
+  // in instruction order, inside the host window of the run, and none
+  // starts before its instruction was launched.
+  auto ordered = t.deviceInOrder();
+  for (size_t k = 0; k < ordered.size(); ++k) {
+    const auto &e = ordered[k];
+    EXPECT_LE(e.start_ns(), e.end_ns());
+    EXPECT_GE(e.start_ns(), before - kClockSlackNs) << e.name();
+    EXPECT_LE(e.end_ns(), after + kClockSlackNs) << e.name();
+    EXPECT_GE(e.start_ns(), t.host[e.instruction()].start_ns() - kClockSlackNs)
+        << e.name() << " ran on the GPU before it was launched";
+    if (k > 0) {
+      EXPECT_LT(ordered[k - 1].instruction(), e.instruction());
+      EXPECT_GE(e.start_ns(), ordered[k - 1].end_ns() - 1'000)
+          << e.name() << " overlaps " << ordered[k - 1].name();
+    }
+  }
+
+  // The products take the GPU's time; their launches return at once. The
+  // host spans alone would make the adds look as long.
+  std::vector<int64_t> mmDevice, mmLaunch, addDevice;
+  for (int64_t id : mms) {
+    mmDevice.push_back(duration(t.device[id]));
+    mmLaunch.push_back(duration(t.host[id]));
+  }
+  for (int64_t id : adds)
+    addDevice.push_back(duration(t.device[id]));
+  EXPECT_GT(median(mmDevice), 20 * median(addDevice))
+      << "mm " << median(mmDevice) << " ns vs add " << median(addDevice)
+      << " ns on the device";
+  EXPECT_GT(median(mmDevice), 5 * median(mmLaunch))
+      << "mm on the device " << median(mmDevice) << " ns vs its launch "
+      << median(mmLaunch) << " ns";
+  // The six products fill most of the device window between the first and
+  // the last.
+  int64_t window =
+      t.device[mms.back()].end_ns() - t.device[mms.front()].start_ns();
+  int64_t busy = 0;
+  for (int64_t d : mmDevice)
+    busy += d;
+  EXPECT_GT(busy, window / 2);
+}
+
+TEST(CudaTrace, DeviceSpansOfTwoStreamsOverlapWhereTheirLaunchesDoNot) {
+  REQUIRE_GPU();
+  {
+    std::lock_guard<std::mutex> lock(flagMutex);
+    flag = false;
+  }
+  CudaHarness h({}, /*trace=*/true);
+  {
+    PlanBuilder w({{"x", 1}});
+    int64_t compute = w.stream("compute");
+    busyGpu(w, compute, 1);
+    busyGpu(w, 0, 1);
+    int64_t o = w.op(0, "aten::ones", "", {val::ints({4})}, 1, compute, onCuda);
+    w.fetch(0, o, compute);
+    w.status(0);
+    h.run(w);
+    ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+    std::lock_guard<std::mutex> lock(h.mutex);
+    h.traces.clear();
+  }
+  PlanBuilder b({{"x", 1}});
+  int64_t compute = b.stream("compute");
+  // "compute" launches ~0.25 s of products, then lets the default stream
+  // launch its own: on the host the two streams' launches come one after
+  // the other, on the GPU their work runs at the same time.
+  busyGpu(b, compute, 100);
+  int64_t one = b.op(0, "aten::ones", "", {val::ints({4})}, 1, compute, onCuda);
+  callFn(b, compute, "cuda_test.set_flag");
+  b.fetch(0, one, compute);
+  callFn(b, 0, "cuda_test.wait_flag");
+  busyGpu(b, 0, 20);
+  int64_t x =
+      b.op(0, "aten::full", "", {val::ints({4}), val::scalar(3)}, 1, 0, onCuda);
+  b.fetch(0, x);
+  b.status(0);
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+
+  struct Window {
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    void add(const plan::TraceEvent &e) {
+      lo = std::min(lo, e.start_ns());
+      hi = std::max(hi, e.end_ns());
+    }
+  };
+  auto mmWindows = [](const std::map<int64_t, plan::TraceEvent> &events) {
+    Window w;
+    for (const auto &[id, e] : events)
+      if (e.name() == "aten::mm")
+        w.add(e);
+    return w;
+  };
+  StreamTrace c = traceOf(h, compute), d = traceOf(h, 0);
+  Window cHost = mmWindows(c.host), dHost = mmWindows(d.host);
+  Window cDev = mmWindows(c.device), dDev = mmWindows(d.device);
+  ASSERT_LT(cDev.lo, cDev.hi);
+  ASSERT_LT(dDev.lo, dDev.hi);
+  // The flag orders the launches on the host.
+  EXPECT_LE(cHost.hi, dHost.lo);
+  // On the device, the default stream's products run while the compute
+  // stream's are still running: most of the default stream's device window
+  // lies inside the compute stream's.
+  int64_t overlap = std::min(cDev.hi, dDev.hi) - std::max(cDev.lo, dDev.lo);
+  EXPECT_GT(overlap, (dDev.hi - dDev.lo) / 2)
+      << "compute on the GPU [" << cDev.lo << ", " << cDev.hi << "], default ["
+      << dDev.lo << ", " << dDev.hi << "]";
+  EXPECT_GT(cDev.hi - cDev.lo, 10 * (cHost.hi - cHost.lo))
+      << "the compute stream's products ran for about as long as their "
+         "launches took: the device spans are launch times";
 }
 
 // --- borrows with CUDA events ------------------------------------------------

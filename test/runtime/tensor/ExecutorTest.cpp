@@ -828,6 +828,7 @@ TEST(Trace, OneEventPerInstructionOnTwoStreamsAndRecordingCalls) {
   for (const auto &e : events) {
     EXPECT_GT(e.start_ns(), 0);
     EXPECT_LE(e.start_ns(), e.end_ns());
+    EXPECT_FALSE(e.on_device()) << "a device-time event on CPU streams";
     byStream[e.stream()].push_back(e);
   }
   EXPECT_EQ(byStream[side].size(), 2u);

@@ -9,13 +9,23 @@
 // CUDA. This is the only translation unit that includes CUDA headers, and
 // only when torch has CUDA (MONARCH_TORCH_CUDA, set by CMake).
 //
+// Device-time tracing (docs/runtime.md, "Tracing"): with a trace sink, each
+// traced instruction is bracketed by timed CUDA events on the stream; the
+// stream thread reports the spans once the GPU has passed them (at fetches
+// and status requests, which synchronize, and when it goes idle), placing
+// them on the host clock through an anchor event (DeviceClock.h). The
+// events come from a pool and at most kMaxPending spans wait, so memory
+// stays bounded however long the plan.
+//
 //===----------------------------------------------------------------------===//
 
 #include "../Internal.h"
 
 #include <atomic>
+#include <deque>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #ifdef MONARCH_TORCH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
@@ -76,10 +86,139 @@ bool waitBounded(const at::cuda::CUDAEvent &event,
   return true;
 }
 
+using TimedEvent = std::unique_ptr<at::cuda::CUDAEvent>;
+
+/// The device-time trace of one CUDA stream: timed events around each
+/// traced instruction, resolved to host-clock spans once completed. Used
+/// by the stream's thread only. Any CUDA error turns it off for good (a
+/// trace must never fail the instruction it brackets).
+class DeviceTimeline {
+public:
+  DeviceTimeline(const TraceSink &sink, int64_t planStream)
+      : sink(sink), planStream(planStream) {}
+
+  void begin(const c10::cuda::CUDAStream &s) {
+    if (broken)
+      return;
+    guard([&] {
+      renewAnchor(s);
+      if (!anchor)
+        return;
+      open = take();
+      open->record(s);
+    });
+  }
+
+  void end(const c10::cuda::CUDAStream &s, int64_t instruction,
+           std::string_view name, int64_t recording) {
+    if (broken || !open)
+      return;
+    guard([&] {
+      TimedEvent e = take();
+      e->record(s);
+      pending.push_back({std::move(open), std::move(e), anchor, instruction,
+                         recording, std::string(name)});
+      if (pending.size() >= kCollectAt)
+        collect();
+      // Bounded: past kMaxPending the thread waits for the oldest span's
+      // work (the GPU is then far behind the host anyway).
+      if (pending.size() >= kMaxPending &&
+          waitBounded(*pending.front().end, std::chrono::seconds(60)))
+        collect();
+    });
+  }
+
+  void collect() {
+    guard([&] {
+      while (!pending.empty() && pending.front().end->query()) {
+        Span &sp = pending.front();
+        const Anchor &a = *sp.anchor;
+        HostSpan h = hostSpanOf(a.clock, a.event.elapsed_time(*sp.start),
+                                a.event.elapsed_time(*sp.end));
+        sink(sp.instruction, planStream, sp.name, sp.recording, h.startNs,
+             h.endNs, /*onDevice=*/true);
+        give(std::move(sp.start));
+        give(std::move(sp.end));
+        pending.pop_front();
+      }
+    });
+  }
+
+private:
+  struct Anchor {
+    at::cuda::CUDAEvent event{cudaEventDefault};
+    ClockAnchor clock;
+  };
+  struct Span {
+    TimedEvent start, end;
+    std::shared_ptr<const Anchor> anchor; ///< the one current at begin
+    int64_t instruction, recording;
+    std::string name; ///< owned: the span outlives the instruction
+  };
+  static constexpr size_t kCollectAt = 256, kMaxPending = 4096;
+
+  template <typename F> void guard(F &&f) {
+    try {
+      f();
+    } catch (...) {
+      broken = true;
+      open.reset();
+      pending.clear();
+    }
+  }
+
+  TimedEvent take() {
+    if (pool.empty())
+      return std::make_unique<at::cuda::CUDAEvent>(cudaEventDefault);
+    TimedEvent e = std::move(pool.back());
+    pool.pop_back();
+    return e;
+  }
+  void give(TimedEvent e) { pool.push_back(std::move(e)); }
+
+  /// A new anchor when DeviceClock.h's policy asks for one, recorded on an
+  /// idle stream so that it completes as soon as the GPU sees it.
+  void renewAnchor(const c10::cuda::CUDAStream &s) {
+    AnchorAction action = anchorAction(
+        policy, anchor ? &anchor->clock : nullptr, traceNowNs(), s.query());
+    if (action == AnchorAction::Keep)
+      return;
+    if (action == AnchorAction::RenewAfterDrain) {
+      at::cuda::CUDAEvent drained(cudaEventDisableTiming);
+      drained.record(s);
+      if (!waitBounded(drained, std::chrono::seconds(60)))
+        return; // keep the old anchor (without one, trace nothing yet)
+    }
+    auto next = std::make_shared<Anchor>();
+    int64_t before = traceNowNs();
+    next->event.record(s);
+    // Spin, not sleep: the window is the anchor's error.
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    bool done = false;
+    while (!(done = next->event.query()) &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+    if (!done)
+      return;
+    next->clock = anchorBetween(before, traceNowNs());
+    anchor = std::move(next);
+  }
+
+  const TraceSink &sink;
+  int64_t planStream;
+  AnchorPolicy policy;
+  std::shared_ptr<const Anchor> anchor;
+  TimedEvent open; ///< start of the traced instruction in flight
+  std::deque<Span> pending;
+  std::vector<TimedEvent> pool;
+  bool broken = false;
+};
+
 class CudaStream final : public DeviceStream {
 public:
-  explicit CudaStream(int device)
-      : index(static_cast<c10::DeviceIndex>(device)) {}
+  CudaStream(int device, const TraceSink *trace, int64_t planStream)
+      : index(static_cast<c10::DeviceIndex>(device)), trace(trace),
+        planStream(planStream) {}
 
   void makeCurrent() override {
     // The pool stream is taken here, on the stream's thread and only once
@@ -87,6 +226,24 @@ public:
     c10::cuda::set_device(index);
     stream = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, index);
     c10::cuda::setCurrentCUDAStream(*stream);
+    if (trace)
+      timeline.emplace(*trace, planStream);
+  }
+
+  void traceBegin() override {
+    if (timeline)
+      timeline->begin(*stream);
+  }
+
+  void traceEnd(int64_t instruction, std::string_view name,
+                int64_t recording) override {
+    if (timeline)
+      timeline->end(*stream, instruction, name, recording);
+  }
+
+  void traceCollect() override {
+    if (timeline)
+      timeline->collect();
   }
 
   std::shared_ptr<DeviceEvent> record() override {
@@ -103,7 +260,10 @@ public:
   bool synchronize(std::chrono::milliseconds timeout) override {
     at::cuda::CUDAEvent e(cudaEventDisableTiming);
     e.record(*stream);
-    return waitBounded(e, timeout);
+    if (!waitBounded(e, timeout))
+      return false;
+    traceCollect(); // everything traced so far has run
+    return true;
   }
 
   void recordUse(const at::Tensor &t) override {
@@ -117,9 +277,12 @@ public:
 
 private:
   c10::DeviceIndex index;
+  const TraceSink *trace;
+  int64_t planStream;
   /// Set by makeCurrent(); the other calls come only after it (the
   /// executor hands tasks this object once it is current).
   std::optional<c10::cuda::CUDAStream> stream;
+  std::optional<DeviceTimeline> timeline; ///< with a trace sink
 };
 
 } // namespace
@@ -132,17 +295,21 @@ int workerDevice(int64_t rank) {
   return static_cast<int>(rank % count);
 }
 
-std::shared_ptr<DeviceStream> makeDeviceStream(int device) {
+std::shared_ptr<DeviceStream>
+makeDeviceStream(int device, const TraceSink *trace, int64_t planStream) {
   if (device < 0)
     return nullptr;
-  return std::make_shared<CudaStream>(device);
+  return std::make_shared<CudaStream>(device, trace, planStream);
 }
 
 #else // CPU-only torch: no device side at all.
 
 int workerDevice(int64_t) { return -1; }
 
-std::shared_ptr<DeviceStream> makeDeviceStream(int) { return nullptr; }
+std::shared_ptr<DeviceStream> makeDeviceStream(int, const TraceSink *,
+                                               int64_t) {
+  return nullptr;
+}
 
 #endif
 
