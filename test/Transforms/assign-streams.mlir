@@ -154,34 +154,45 @@ func.func @to_mesh_on_comm(%s0: !monarch.mesh<x = 2>, %s1: !monarch.mesh<x = 2>,
 
 !A = !monarch.tensor<4xf32, <x = 2>>
 
-// Transfers keep their program order on the comm stream (one communicator);
-// each is waited for right after its start, and every drop of a received
-// tensor comes at the end of the block, after the last transfer.
+// Transfers keep their program order on the comm stream (one communicator),
+// each waited for right after its start. No borrow outlives the next
+// start: the sender takes its input back, and the comm stream the received
+// tensor, before the next transfer (else an unrolled program would keep
+// every transferred tensor alive to its end).
 // CHECK-LABEL: func.func @transfers_keep_order
+// CHECK-SAME: (%[[S0:[^:]*]]: {{.*}}, %[[S1:[^:]*]]: {{.*}}, %[[A:[^:]*]]: {{.*}}, %[[B:[^:]*]]: {{.*}})
 // OFF-LABEL: func.func @transfers_keep_order
 // OFF-NOT: monarch.borrow
 // OFF: return
 func.func @transfers_keep_order(%s0: !monarch.mesh<x = 2>, %s1: !monarch.mesh<x = 2>, %a: !A, %b: !A) {
-  // CHECK: %[[C1:.*]] = monarch.to_mesh_start %{{.*}} to %{{[^ ]*}} : {{.*}} stream = "comm">
-  // CHECK-NEXT: monarch.wait %[[C1]]
-  // CHECK-NEXT: monarch.borrow_last_use
-  // CHECK-NEXT: %[[D1:[^,]*]], %[[B1:.*]] = monarch.borrow %{{.*}} mutable
-  // CHECK: %[[C2:.*]] = monarch.to_mesh_start %{{.*}} to %{{[^ ]*}} : {{.*}} stream = "comm">
-  // CHECK-NEXT: monarch.wait %[[C2]]
-  // CHECK-NEXT: monarch.borrow_last_use
-  // CHECK-NEXT: %[[D2:[^,]*]], %[[B2:.*]] = monarch.borrow %{{.*}} mutable
-  // CHECK: monarch.aten "aten::relu"(%[[D1]])
-  // CHECK: monarch.aten "aten::relu"(%[[D2]])
-  // CHECK: monarch.borrow_drop %[[B1]]
-  // CHECK-NEXT: monarch.borrow_drop
-  // CHECK-NEXT: monarch.borrow_drop %[[B2]]
-  // CHECK-NEXT: monarch.borrow_drop
+  // CHECK: %[[A2:[^,]*]], %[[BA:.*]] = monarch.borrow %[[A]]
+  // CHECK-NEXT: monarch.borrow_first_use %[[BA]]
+  // CHECK-NEXT: %[[C1:.*]] = monarch.to_mesh_start %[[A2]] to %[[S1]] : {{.*}} stream = "comm">
+  // CHECK-NEXT: %[[W1:.*]] = monarch.wait %[[C1]]
+  // CHECK-NEXT: monarch.borrow_last_use %[[BA]]
+  // CHECK-NEXT: %[[D1:[^,]*]], %[[B1:.*]] = monarch.borrow %[[W1]] to %{{.*}} mutable
+  // CHECK-NEXT: monarch.borrow_first_use %[[B1]]
+  // CHECK-NEXT: monarch.aten "aten::relu"(%[[D1]])
+  // CHECK-NEXT: monarch.borrow_last_use %[[B1]]
+  // CHECK-NEXT: monarch.borrow_drop %[[B1]]
+  // CHECK-NEXT: monarch.borrow_drop %[[BA]]
+  // CHECK-NEXT: %[[B2:[^,]*]], %[[BB:.*]] = monarch.borrow %[[B]]
+  // CHECK-NEXT: monarch.borrow_first_use %[[BB]]
+  // CHECK-NEXT: %[[C2:.*]] = monarch.to_mesh_start %[[B2]] to %[[S0]] : {{.*}} stream = "comm">
+  // CHECK-NEXT: %[[W2:.*]] = monarch.wait %[[C2]]
+  // CHECK-NEXT: monarch.borrow_last_use %[[BB]]
+  // CHECK-NEXT: %[[D2:[^,]*]], %[[BD2:.*]] = monarch.borrow %[[W2]] to %{{.*}} mutable
+  // CHECK-NEXT: monarch.borrow_first_use %[[BD2]]
+  // CHECK-NEXT: monarch.aten "aten::relu"(%[[D2]])
+  // CHECK-NEXT: monarch.borrow_last_use %[[BD2]]
+  // CHECK-NEXT: monarch.borrow_drop %[[BD2]]
+  // CHECK-NEXT: monarch.borrow_drop %[[BB]]
   // CHECK-NEXT: return
   %c1 = monarch.to_mesh_start %a to %s1 : !A -> !monarch.async<!A>
-  %c2 = monarch.to_mesh_start %b to %s0 : !A -> !monarch.async<!A>
   %d1 = monarch.wait %c1 : !monarch.async<!A>
-  %d2 = monarch.wait %c2 : !monarch.async<!A>
   %e1 = monarch.aten "aten::relu"(%d1) on %s1 : (!A) -> !A
+  %c2 = monarch.to_mesh_start %b to %s0 : !A -> !monarch.async<!A>
+  %d2 = monarch.wait %c2 : !monarch.async<!A>
   %e2 = monarch.aten "aten::relu"(%d2) on %s0 : (!A) -> !A
   return
 }

@@ -63,6 +63,9 @@ bool mayWrite(Operation *op, Value root) {
   return op->getNumRegions() > 0 || isa<CallOpInterface>(op);
 }
 
+/// A collective or transfer start (moved onto the stream or not).
+bool isStart(Operation *op) { return isa<ReduceStartOp, ToMeshStartOp>(op); }
+
 /// The first op from `from` on that satisfies `stop`, or the block's
 /// terminator (null when the block has none).
 Operation *firstFrom(Operation *from, function_ref<bool(Operation *)> stop) {
@@ -226,13 +229,14 @@ struct AssignStreamsPass : monarch::impl::AssignStreamsBase<AssignStreamsPass> {
     auto lastUse =
         BorrowLastUseOp::create(b, wait.getLoc(), borrow.getBorrow());
 
-    Operation *end =
-        block->mightHaveTerminator() ? block->getTerminator() : nullptr;
     if (!users.empty()) {
       // The result, received on the comm stream, lent to the default
       // stream: the default stream waits for the copy only at the first use,
       // and the comm stream takes it back (waiting for the last use) at the
-      // end of the block, behind every later transfer of the block.
+      // next start after that last use: that start's copy waits for the
+      // default stream to get there anyway (its input is made after the
+      // last use), and a drop left to the end of the block would keep every
+      // received tensor of an unrolled program alive to its end.
       b.setInsertionPointAfter(lastUse);
       Value main = streamFor(start, "");
       auto lent = BorrowOp::create(
@@ -251,20 +255,24 @@ struct AssignStreamsPass : monarch::impl::AssignStreamsBase<AssignStreamsPass> {
       b.setInsertionPoint(first);
       BorrowFirstUseOp::create(b, wait.getLoc(), lent.getBorrow());
       b.setInsertionPointAfter(last);
-      BorrowLastUseOp::create(b, wait.getLoc(), lent.getBorrow());
-      setInsertionBefore(b, end, block);
+      auto lentLastUse =
+          BorrowLastUseOp::create(b, wait.getLoc(), lent.getBorrow());
+      setInsertionBefore(b, firstFrom(lentLastUse->getNextNode(), isStart),
+                         block);
       BorrowDropOp::create(b, wait.getLoc(), lent.getBorrow());
     }
 
     // Drop the input's borrow as late as correct: the origin may be read
     // meanwhile, so only before it may be written (copy semantics: a later
-    // write must not reach the copy), or at the end of the block.
+    // write must not reach the copy), and no later than the next start (the
+    // borrow keeps the input alive; see above), or at the end of the block.
     Value root = shardRoot(origin);
-    setInsertionBefore(
-        b,
-        firstFrom(lastUse->getNextNode(),
-                  [&](Operation *op) { return mayWrite(op, root); }),
-        block);
+    setInsertionBefore(b,
+                       firstFrom(lastUse->getNextNode(),
+                                 [&](Operation *op) {
+                                   return isStart(op) || mayWrite(op, root);
+                                 }),
+                       block);
     BorrowDropOp::create(b, wait.getLoc(), borrow.getBorrow());
     return true;
   }

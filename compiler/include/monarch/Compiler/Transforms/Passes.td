@@ -300,13 +300,15 @@ def AssignStreams : Pass<"monarch-assign-streams"> {
     out-of-place `reduce_start` without `into` (option `out-of-place`, on) —
     only reads its input until the wait, so the input is borrowed read-only:
     the origin stream may keep reading it, and the drop goes just before the
-    next op that may write it (or the end of the block). The result is
-    received on the comm stream and lent back to the default stream by a
-    mutable borrow: `borrow_first_use` just before its first use (the
-    default stream waits for the copy only there), `borrow_last_use` after
-    its last use, `borrow_drop` (the comm stream waits for that last use) at
-    the end of the block, behind every later transfer. A copy whose result
-    leaves the block (returned, yielded) stays where it was.
+    next op that may write it or the next start, whichever comes first (or
+    the end of the block). The result is received on the comm stream and
+    lent back to the default stream by a mutable borrow: `borrow_first_use`
+    just before its first use (the default stream waits for the copy only
+    there), `borrow_last_use` after its last use, `borrow_drop` (the comm
+    stream waits for that last use) just before the next start after it (or
+    the end of the block): a borrow keeps its tensor alive, and an unrolled
+    program would otherwise keep every transferred tensor to its end. A copy
+    whose result leaves the block (returned, yielded) stays where it was.
 
     Before:
     ```mlir
