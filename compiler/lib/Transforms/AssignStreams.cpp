@@ -98,7 +98,8 @@ struct AssignStreamsPass : monarch::impl::AssignStreamsBase<AssignStreamsPass> {
     return handle;
   }
 
-  /// Inserts `op` before `at`, or at the end of `block` when `at` is null.
+  /// Makes `b` insert before `at`, or at the end of `block` when `at` is
+  /// null.
   static void setInsertionBefore(OpBuilder &b, Operation *at, Block *block) {
     if (at)
       b.setInsertionPoint(at);
