@@ -32,12 +32,17 @@ sys.path.insert(0, os.path.join(ROOT, "examples", "pipeline"))
 import model  # noqa: E402
 import run as job  # noqa: E402
 
-# name -> (config, monarch-pipeline-schedule pass or "none"). lr 0.005: at 0.05
+# name -> (config, monarch-pipeline-schedule pass or "none"[, default-pipeline
+# options]). Every job compiles with the default pipeline, which runs the
+# to_mesh transfers on a comm stream (--monarch-assign-streams); the
+# "-nostream" jobs keep them on the default stream (assign-to-mesh=false), the
+# baseline of that assignment. lr 0.005: at 0.05
 # these larger layers train chaotically, and float32 rounding differences
 # (another BLAS, the GPU) grow to percent-level loss differences within a few
 # steps (float32 vs float64 of the same reference differ by 7% at step 5);
 # at 0.005 they stay below 2e-7 over the 20 steps (measured for cuda-pp4-1f1b
 # and cpu-widths-even).
+NO_STREAM = "assign-to-mesh=false"
 JOBS: Dict[str, tuple] = {
     # Each stage its own process, all four on the one GPU: activations move
     # through host copies (no NCCL between processes sharing a device).
@@ -52,11 +57,22 @@ JOBS: Dict[str, tuple] = {
     "cuda-pp4-1f1b": (model.Config(pp=4, dp=1, microbatches=8, batch=128, hidden=512,
                                    layers_per_stage=2, steps=20, schedule="1f1b",
                                    device="cuda", lr=0.005), "none"),
+    "cuda-pp2-1f1b-nostream": (model.Config(pp=2, dp=1, microbatches=8, batch=128,
+                                            hidden=512, layers_per_stage=4, steps=20,
+                                            schedule="1f1b", device="cuda", lr=0.005),
+                               "none", NO_STREAM),
     # CPU on 16 idle cores: the measured 1F1B bubble vs (p-1)/(m+p-1).
     "cpu-pp2-1f1b": (model.Config(pp=2, dp=1, microbatches=8, batch=256, hidden=512,
                                   layers_per_stage=2, steps=20, schedule="1f1b", lr=0.005), "1f1b"),
     "cpu-pp4-1f1b": (model.Config(pp=4, dp=1, microbatches=8, batch=256, hidden=512,
                                   layers_per_stage=1, steps=20, schedule="1f1b", lr=0.005), "1f1b"),
+    # The same two without the comm stream for transfers (the baseline).
+    "cpu-pp2-1f1b-nostream": (model.Config(pp=2, dp=1, microbatches=8, batch=256, hidden=512,
+                                           layers_per_stage=2, steps=20, schedule="1f1b",
+                                           lr=0.005), "1f1b", NO_STREAM),
+    "cpu-pp4-1f1b-nostream": (model.Config(pp=4, dp=1, microbatches=8, batch=256, hidden=512,
+                                           layers_per_stage=1, steps=20, schedule="1f1b",
+                                           lr=0.005), "1f1b", NO_STREAM),
     # Blocks of different cost: the cost model's partition vs an even one.
     "cpu-widths-auto": (model.Config(pp=2, dp=1, microbatches=8, batch=256, hidden=256,
                                      widths=[64] * 5 + [2048] * 3, steps=20,
@@ -70,7 +86,7 @@ TOLERANCE = {"cpu": 1e-4, "cuda": 1e-3}   # relative, per step (GPU GEMMs sum di
 
 def prepare(out: str, names: List[str]) -> None:
     opt = job.find_tool("monarch-opt", "MONARCH_OPT")
-    for name, (cfg, sched) in JOBS.items():
+    for name, (cfg, sched, *options) in JOBS.items():
         if names and name not in names:
             continue
         cfg = job.partition_job(cfg, opt)
@@ -79,11 +95,12 @@ def prepare(out: str, names: List[str]) -> None:
         mlir = os.path.join(d, "job.mlir")
         with open(mlir, "w") as f:
             f.write(job.trace_job(cfg))
-        job.compile_job(mlir, os.path.join(d, "job.plan"), opt, sched)
+        job.compile_job(mlir, os.path.join(d, "job.plan"), opt, sched, *options)
         for f in ("job.mlir", "job.opt.mlir"):   # only the plan travels
             os.remove(os.path.join(d, f))
         with open(os.path.join(d, "meta.json"), "w") as f:
             json.dump({"config": dataclasses.asdict(cfg), "pass_schedule": sched,
+                       "pipeline_options": options[0] if options else "",
                        "reference": model.reference(cfg)}, f)
         print(f"{name}: {d}/job.plan")
 

@@ -155,8 +155,10 @@ def analyze(trace_path: str, plan_path: str, fetch_ids: List[int], cfg: model.Co
     fetched (the compiler does not pin compute to fetches), so instruction ids
     do not separate steps. In each step the pipeline window is the span of
     those instructions over all ranks; a stage is busy while it runs one that
-    is not a transfer (send_tensor: waiting for the peer) nor a ref deletion;
-    its bubble is 1 - busy / window.
+    is not a transfer (send_tensor: waiting for the peer; on the default
+    stream or, after stream assignment, on the comm stream), a ref deletion
+    or a borrow event (a wait for the other stream); its bubble is
+    1 - busy / window.
 
     A CUDA run's trace has device-time events (when each instruction's work
     ran on the GPU): then all of this uses them ("clock": "gpu" in the
@@ -173,8 +175,12 @@ def analyze(trace_path: str, plan_path: str, fetch_ids: List[int], cfg: model.Co
         i = e["args"]["instruction"]
         if e["name"] == "fetch" and i in bounds:
             fetch_ts[i] = max(fetch_ts.get(i, 0.0), e["ts"] + e["dur"])
-        if (phases.get(i) == "pipeline" and trace_events.stream(e) == 0
-                and e["name"] != "delete_refs"):
+        # The default stream's compute, and the transfers wherever they run
+        # (on the comm stream once --monarch-assign-streams moves them);
+        # borrow events are waits and event records, not compute.
+        if (phases.get(i) == "pipeline" and e["name"] != "delete_refs"
+                and not e["name"].startswith("borrow_")
+                and (trace_events.stream(e) == 0 or e["name"] == "send_tensor")):
             per_rank.setdefault(e["pid"], []).append(e)
     # step of each event: that of the next transfer on its rank
     by_step: Dict[Tuple[int, int], List[dict]] = {}   # (step, rank) -> events in ts order

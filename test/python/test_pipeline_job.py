@@ -46,7 +46,7 @@ def _has_pass(opt, name):
     return f"--{name}" in out
 
 
-def _compiled_losses(cfg, tmp_path, pass_schedule="none"):
+def _compiled_losses(cfg, tmp_path, pass_schedule="none", pipeline_options=""):
     opt, runner = _tools()
     if pass_schedule != "none" and not _has_pass(opt, "monarch-pipeline-schedule"):
         pytest.skip(f"{opt} has no --monarch-pipeline-schedule (older build)")
@@ -54,7 +54,7 @@ def _compiled_losses(cfg, tmp_path, pass_schedule="none"):
     plan = tmp_path / "job.plan"
     trace = tmp_path / "job.trace.json"
     mlir.write_text(job.trace_job(cfg))
-    job.compile_job(str(mlir), str(plan), opt, pass_schedule)
+    job.compile_job(str(mlir), str(plan), opt, pass_schedule, pipeline_options)
     losses, ids, _, _ = job.run_job(str(plan), str(trace), runner)
     return losses, ids, str(plan), str(trace)
 
@@ -93,6 +93,36 @@ def test_pipeline_schedule_pass_keeps_losses(tmp_path, dp, pass_schedule):
     _check(losses, model.reference(cfg))
     stats = job.analyze(trace, plan, ids, cfg)
     assert 0.0 <= stats["bubble_replayed"] < 1.0
+
+
+@pytest.mark.parametrize("dp", [2, 1])
+def test_transfers_on_the_comm_stream_keep_losses(tmp_path, dp):
+    """The default pipeline runs every to_mesh on the comm stream (sender
+    and receiver both, with borrows lending the tensors across streams); the
+    losses stay those of plain torch and of the same job with the transfers
+    left on the default stream (assign-to-mesh=false)."""
+    import json
+
+    cfg = model.Config(dp=dp, schedule="1f1b", steps=5)
+    (tmp_path / "comm").mkdir()
+    (tmp_path / "default").mkdir()
+    losses, _, plan, trace = _compiled_losses(cfg, tmp_path / "comm")
+    ir = (tmp_path / "comm" / "job.opt.mlir").read_text()
+    starts = [line for line in ir.splitlines() if "monarch.to_mesh_start" in line]
+    assert starts and all('stream = "comm">' in line for line in starts)
+    events = [e for e in json.load(open(trace))["traceEvents"] if e.get("ph") == "X"]
+    sends = [e for e in events if e["name"] == "send_tensor"]
+    # Each transfer runs on its sender and its receivers: 2 * dp ranks.
+    assert len(sends) == len(starts) * 2 * dp
+    assert all(e["tid"] != 0 for e in sends)
+    assert any(e["name"] == "borrow_first_use" and e["tid"] == 0 for e in events)
+    _check(losses, model.reference(cfg))
+
+    baseline, _, _, base_trace = _compiled_losses(cfg, tmp_path / "default",
+                                                  pipeline_options="assign-to-mesh=false")
+    assert all(e["tid"] == 0 for e in json.load(open(base_trace))["traceEvents"]
+               if e.get("ph") == "X" and e["name"] == "send_tensor")
+    assert losses == pytest.approx(baseline, rel=1e-6)
 
 
 def test_pipeline_schedule_pass_orders_stage_zero(tmp_path):

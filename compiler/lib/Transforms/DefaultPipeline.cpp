@@ -34,6 +34,14 @@ struct DefaultPipelineOptions
       *this, "assign-streams",
       llvm::cl::desc("Run collectives on a comm stream with borrows"),
       llvm::cl::init(true)};
+  Option<bool> assignToMesh{
+      *this, "assign-to-mesh",
+      llvm::cl::desc("With assign-streams: to_mesh transfers too"),
+      llvm::cl::init(true)};
+  Option<bool> assignOutOfPlace{
+      *this, "assign-out-of-place",
+      llvm::cl::desc("With assign-streams: out-of-place reduces too"),
+      llvm::cl::init(true)};
   Option<bool> verifyBorrows{*this, "verify-borrows",
                              llvm::cl::desc("Check the borrow rules"),
                              llvm::cl::init(true)};
@@ -71,6 +79,8 @@ void buildDefaultPipeline(OpPassManager &pm,
   if (options.assignStreams) {
     monarch::AssignStreamsOptions o;
     o.stream = options.stream;
+    o.toMesh = options.assignToMesh;
+    o.outOfPlace = options.assignOutOfPlace;
     pm.addPass(monarch::createAssignStreams(o));
   }
   if (options.verifyBorrows)

@@ -278,20 +278,37 @@ def BucketCollectives : Pass<"monarch-bucket-collectives"> {
 }
 
 def AssignStreams : Pass<"monarch-assign-streams"> {
-  let summary = "Run in-place collectives on a comm stream with borrows";
+  let summary = "Run collectives and to_mesh copies on a comm stream with borrows";
   let description = [{
-    Moves every in-place `monarch.reduce_start` (and its `monarch.wait`)
-    onto the stream `stream` (default "comm"), so that it runs concurrently
-    with the compute of the origin stream, and inserts the borrow protocol
-    of DESIGN.md §6.4 that makes it legal: a mutable `monarch.borrow` and
-    `borrow_first_use` just before the start, the collective on the borrowed
-    (retyped) tensor, `borrow_last_use` just after the wait, and the
-    `borrow_drop` as late as correct: just before the next op that uses the
-    origin tensor (or the end of the block). Uses of the wait's result are
-    replaced by the origin tensor, which holds the reduced value after the
-    drop. One `monarch.stream_create` per function is added at its entry.
-    Out-of-place reduces are left on their stream (their results would need
-    a borrow back).
+    Moves collectives and transfers onto the stream `stream` (default
+    "comm"), so that they run concurrently with the compute of the default
+    stream, and inserts the borrow protocol of DESIGN.md §6.4 that makes it
+    legal. Each start and its `monarch.wait` move together, the wait right
+    after its start (the comm stream runs its ops in order); starts keep
+    their program order, so no communicator sees its collectives or
+    transfers reordered. One `monarch.stream_create` per stream and function
+    is added at its entry. Only ops on tensors the default stream owns move.
+
+    An in-place `monarch.reduce_start` runs on a mutable borrow of its
+    tensor: `monarch.borrow ... mutable` and `borrow_first_use` just before
+    the start, `borrow_last_use` just after the wait, and the `borrow_drop`
+    as late as correct: just before the next op that uses the tensor (or the
+    end of the block). Uses of the wait's result are replaced by the origin
+    tensor, which holds the reduced value after the drop.
+
+    A copy — `monarch.to_mesh_start` (option `to-mesh`, on) or an
+    out-of-place `reduce_start` without `into` (option `out-of-place`, on) —
+    only reads its input until the wait, so the input is borrowed read-only:
+    the origin stream may keep reading it, and the drop goes just before the
+    next op that may write it or the next start, whichever comes first (or
+    the end of the block). The result is received on the comm stream and
+    lent back to the default stream by a mutable borrow: `borrow_first_use`
+    just before its first use (the default stream waits for the copy only
+    there), `borrow_last_use` after its last use, `borrow_drop` (the comm
+    stream waits for that last use) just before the next start after it (or
+    the end of the block): a borrow keeps its tensor alive, and an unrolled
+    program would otherwise keep every transferred tensor to its end. A copy
+    whose result leaves the block (returned, yielded) stays where it was.
 
     Before:
     ```mlir
@@ -300,24 +317,47 @@ def AssignStreams : Pass<"monarch-assign-streams"> {
     %x = monarch.aten "aten::neg"(%y) on %m : ...
     %r = monarch.wait %t : !monarch.async<!monarch.tensor<4xf32, <dp = 8>>>
     %u = monarch.aten "aten::sub_.Tensor"(%p, %r, #monarch.scalar<1 : i64>) on %m : ...
+    %c = monarch.to_mesh_start %a to %stage1 : !monarch.tensor<4xf32, <x = 2>>
+        -> !monarch.async<!monarch.tensor<4xf32, <x = 2>>>
+    %d = monarch.wait %c : !monarch.async<!monarch.tensor<4xf32, <x = 2>>>
+    %e = monarch.aten "aten::relu"(%d) on %stage1 : ...
+    return
     ```
     After:
     ```mlir
     %comm = monarch.stream_create : !monarch.stream<"comm">
+    %main = monarch.stream_create : !monarch.stream<"">
     %g2, %b = monarch.borrow %g to %comm mutable : !monarch.tensor<4xf32, <dp = 8>>
         -> !monarch.tensor<4xf32, <dp = 8>, stream = "comm">
     monarch.borrow_first_use %b
     %t = monarch.reduce_start %g2 (dp) sum inplace : ... stream = "comm"> -> ...
-    %x = monarch.aten "aten::neg"(%y) on %m : ...
     %r = monarch.wait %t : ...
     monarch.borrow_last_use %b
+    %x = monarch.aten "aten::neg"(%y) on %m : ...
     monarch.borrow_drop %b
     %u = monarch.aten "aten::sub_.Tensor"(%p, %g, #monarch.scalar<1 : i64>) on %m : ...
+    %a2, %ba = monarch.borrow %a to %comm : ... -> ... stream = "comm">
+    monarch.borrow_first_use %ba
+    %c = monarch.to_mesh_start %a2 to %stage1 : ... stream = "comm"> -> ...
+    %d = monarch.wait %c : ...
+    monarch.borrow_last_use %ba
+    %d2, %bd = monarch.borrow %d to %main mutable : !monarch.tensor<4xf32, <x = 2>, stream = "comm">
+        -> !monarch.tensor<4xf32, <x = 2>>
+    monarch.borrow_first_use %bd
+    %e = monarch.aten "aten::relu"(%d2) on %stage1 : ...
+    monarch.borrow_last_use %bd
+    monarch.borrow_drop %bd
+    monarch.borrow_drop %ba
+    return
     ```
   }];
   let options = [
     Option<"stream", "stream", "std::string", "\"comm\"",
            "Name of the stream collectives run on">,
+    Option<"toMesh", "to-mesh", "bool", "true",
+           "Also move to_mesh transfers onto the stream">,
+    Option<"outOfPlace", "out-of-place", "bool", "true",
+           "Also move out-of-place reduces onto the stream">,
   ];
   let dependentDialects = ["::monarch::MonarchDialect"];
 }
