@@ -12,6 +12,7 @@ import re
 import signal
 import sys
 import time
+from typing import Any, Callable, Tuple
 
 import pytest
 import torch
@@ -68,7 +69,7 @@ class Where(Actor):
         self.count = start
 
     @endpoint
-    def where(self):
+    def where(self) -> Tuple[str, int]:
         # A network namespace per host (netns-hosts.sh): its inode names it.
         return os.readlink("/proc/self/ns/net"), os.getpid()
 
@@ -92,7 +93,7 @@ class Where(Actor):
         os._exit(0)
 
 
-def _wait_until(predicate, timeout: float, what: str):
+def _wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -102,7 +103,7 @@ def _wait_until(predicate, timeout: float, what: str):
         time.sleep(0.01)
 
 
-def test_worker_output_before_its_exit_is_all_printed_when_stop_returns(capfd) -> None:
+def test_worker_output_before_its_exit_is_all_printed_when_stop_returns(capfd: Any) -> None:
     # An agent reports a proc's exit only after forwarding all its output,
     # and stopping a mesh waits for those reports: once stop() returns, every
     # line the workers wrote is in the controller's output, in order.
@@ -121,7 +122,7 @@ def test_worker_output_before_its_exit_is_all_printed_when_stop_returns(capfd) -
     assert [int(i) for i in lines] == list(range(300)), len(lines)
 
 
-def test_python_actors_across_hosts(capfd, monkeypatch) -> None:
+def test_python_actors_across_hosts(capfd: Any, monkeypatch: Any) -> None:
     import monarch.actor
 
     addrs = os.environ["MONARCH_TEST_HOSTS"].split(",")
