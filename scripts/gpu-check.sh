@@ -53,9 +53,19 @@ fi
 [ "${GPU_CHECK_BUILD_ONLY:-0}" = 1 ] && exit 0
 
 (cd build-gpu && ctest -j "$jobs" --timeout 300 --output-on-failure \
+   -E 'runtime\.MultiHostGpuLoopback' \
    --output-junit "$out/ctest.xml") > "$out/ctest.log" 2>&1
 rc=$?
 grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|Skipped|\*\*\*" "$out/ctest.log" | tail -40
 # Device-time trace events (issues 7 and 10): these must say Passed here.
 grep -E "CudaTrace\." "$out/ctest.log"
-exit $rc
+
+# NCCL across two loopback "hosts" with a GPU each (docs/multi-host.md), run
+# verbosely: its verdict, and the backend each worker's communicator took.
+(cd build-gpu && ctest -R 'runtime\.MultiHostGpuLoopback' -V --timeout 300) \
+  > "$out/cross-host-gpu.log" 2>&1
+cross=$?
+grep -E "tests passed|tests failed|loopback-gpu-hosts: SKIP|on gh[01]\] monarch debug: cuda: communicator|\[  (PASSED|FAILED) " \
+  "$out/cross-host-gpu.log" | sort -u | head -12
+[ "$rc" -ne 0 ] && exit $rc
+exit $cross

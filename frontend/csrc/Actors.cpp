@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "monarch/runtime/Monarch.h"
+#include "monarch/runtime/host/HostMesh.h"
 #include "monarch/runtime/proc/Port.h"
 #include "monarch/runtime/proc/Runtime.h"
 #include "monarch/runtime/proc/Worker.h"
@@ -33,6 +34,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -375,17 +377,40 @@ private:
   bool hookActors;
 };
 
+/// Without `hosts` on this machine; with a "monarch.HostMesh" capsule (from
+/// monarch._C, meshes across hosts) through its agents: then `shape`'s first
+/// dim is the hosts and the rest is spawned on every host.
 PyProcs spawnProcs(const std::vector<std::pair<std::string, int64_t>> &shape,
                    const std::string &name, const std::string &workerPath,
-                   int64_t readyTimeoutMs) {
+                   int64_t readyTimeoutMs,
+                   const std::vector<std::string> &workerArgs,
+                   const std::map<std::string, std::string> &workerEnv,
+                   const py::object &hosts) {
   monarch::SpawnProcsOptions options;
   options.name = name;
   options.workerPath = workerPath;
+  options.workerArgs = workerArgs;
+  options.workerEnv.assign(workerEnv.begin(), workerEnv.end());
   options.readyTimeout = std::chrono::milliseconds(readyTimeoutMs);
+  std::shared_ptr<monarch::host::HostMesh> hostMesh;
+  if (!hosts.is_none()) {
+    auto capsule = hosts.cast<py::capsule>();
+    if (std::string(capsule.name() ? capsule.name() : "") != "monarch.HostMesh")
+      throw py::type_error("hosts takes a monarch.HostMesh capsule");
+    hostMesh = *capsule.get_pointer<std::shared_ptr<monarch::host::HostMesh>>();
+    if (shape.empty() ||
+        shape.front().second != static_cast<int64_t>(hostMesh->size()))
+      throw py::value_error("the first dim must be the " +
+                            std::to_string(hostMesh->size()) + " hosts");
+  }
   std::optional<monarch::Expected<monarch::ProcMesh>> r;
   {
     py::gil_scoped_release release;
-    r.emplace(monarch::thisHost().spawnProcs(shape, options));
+    if (hostMesh)
+      r.emplace(hostMesh->spawnProcs(
+          monarch::Shape(shape.begin() + 1, shape.end()), options));
+    else
+      r.emplace(monarch::thisHost().spawnProcs(shape, options));
   }
   if (!r->ok())
     throw std::runtime_error(r->status().message());
@@ -555,7 +580,10 @@ PYBIND11_MODULE(_actors, m) {
       .def("stop", &PyProcs::stop);
 
   m.def("spawn_procs", &spawnProcs, py::arg("shape"), py::arg("name"),
-        py::arg("worker_path"), py::arg("ready_timeout_ms") = 30000);
+        py::arg("worker_path"), py::arg("ready_timeout_ms") = 30000,
+        py::arg("worker_args") = std::vector<std::string>{},
+        py::arg("worker_env") = std::map<std::string, std::string>{},
+        py::arg("hosts") = py::none());
   m.def("procs_from_capsule", &procsFromCapsule, py::arg("capsule"),
         py::arg("key"));
   m.def("next_supervision_event", &nextSupervisionEvent, py::arg("timeout_ms"));

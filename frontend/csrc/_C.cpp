@@ -11,7 +11,7 @@
 //   c.declare(program_bytes); c.submit(batch_bytes)
 //   c.next_event(timeout_ms) -> None | ("worker", WorkerEvent bytes)
 //                                    | ("proc_failure", rank, message)
-//   c.size(); c.pids(); c.stop()
+//   c.size(); c.pids(); c.procs_capsule(); c.host_mesh_capsule(); c.stop()
 //
 //===----------------------------------------------------------------------===//
 
@@ -172,6 +172,23 @@ public:
     return capsule;
   }
 
+  /// The host mesh the workers run on (meshes across hosts), as a capsule
+  /// "monarch.HostMesh" owning a shared_ptr: monarch._actors starts the
+  /// Python actor workers through the same agents. None on one host.
+  py::object hostMeshCapsule() {
+    if (!hosts)
+      return py::none();
+    auto owned = std::make_unique<std::shared_ptr<monarch::host::HostMesh>>(
+        hosts->mesh());
+    py::capsule capsule(owned.get(), "monarch.HostMesh", [](PyObject *c) {
+      std::unique_ptr<std::shared_ptr<monarch::host::HostMesh>>(
+          static_cast<std::shared_ptr<monarch::host::HostMesh> *>(
+              PyCapsule_GetPointer(c, "monarch.HostMesh")));
+    });
+    owned.release(); // now the capsule's
+    return capsule;
+  }
+
   void stop() {
     if (!controller)
       return;
@@ -212,5 +229,6 @@ PYBIND11_MODULE(_C, m) {
       .def("size", &PyController::size)
       .def("pids", &PyController::pids)
       .def("procs_capsule", &PyController::procsCapsule)
+      .def("host_mesh_capsule", &PyController::hostMeshCapsule)
       .def("stop", &PyController::stop);
 }

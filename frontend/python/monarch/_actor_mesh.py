@@ -91,10 +91,12 @@ class SupervisionEvent:
 
 
 _WHERE = re.compile(r"^([^\[\s]+)\[(\d+)\]")
+# A call to a rank already known to have failed (ActorMeshState::checkRanks).
+_FAILED_RANK = re.compile(r"^actor mesh '([^']+)' rank (\d+) failed")
 
 
 def _raise_status(code: str, message: str, endpoint: str) -> None:
-    m = _WHERE.match(message)
+    m = _WHERE.match(message) or _FAILED_RANK.match(message)
     mesh, rank = (m.group(1), int(m.group(2))) if m else ("", -1)
     if code in ("Supervision", "Closed"):
         raise SupervisionError(f"supervision: {message}", mesh, rank)
@@ -364,10 +366,30 @@ def _python_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _worker_command(kind: str, python: str = "",
+                    pythonpath: Sequence[str] = ()) -> Tuple[str, List[str], Dict[str, str]]:
+    """(executable, arguments, environment) of a Python worker: ``kind``
+    "actor" (Python actors only) or "tensor" (the C++ TensorWorker plus Python
+    actors and remote functions). ``python`` (default: this interpreter) runs
+    ``monarch/_worker.py`` from this process's monarch package, with this
+    process's ``sys.path`` after ``pythonpath``."""
+    root = _python_root()
+    script = os.path.join(root, "monarch", "_worker.py")
+    main = sys.modules.get("__main__")
+    main_file = os.path.abspath(main.__file__) if getattr(main, "__file__", None) else ""
+    paths = list(pythonpath) + [p for p in sys.path if p]
+    env = {
+        "MONARCH_PYTHON_ROOT": root,
+        "MONARCH_WORKER_KIND": kind,
+        "MONARCH_PYTHON_PATH": os.pathsep.join(paths),
+        "MONARCH_MAIN_FILE": main_file,
+    }
+    return python or sys.executable, ["-u", script], env
+
+
 def _launcher_path(kind: str = "actor") -> str:
-    """A launcher script for a Python worker (the local launcher execs one
-    path, no arguments): ``kind`` "actor" (Python actors only) or "tensor"
-    (the C++ TensorWorker plus Python actors and remote functions)."""
+    """A launcher script for a Python worker on this machine (the local
+    launcher execs one path, no arguments); see ``_worker_command``."""
     env = os.environ.get("MONARCH_PYTHON_WORKER") if kind == "actor" else None
     if env:
         return env
@@ -375,21 +397,12 @@ def _launcher_path(kind: str = "actor") -> str:
         d = tempfile.mkdtemp(prefix="monarch-pyworker-")
         atexit.register(shutil.rmtree, d, True)  # the script is only exec'd
         path = os.path.join(d, f"monarch-python-{kind}-worker")
-        root = _python_root()
-        script = os.path.join(root, "monarch", "_worker.py")
-        main = sys.modules.get("__main__")
-        main_file = os.path.abspath(main.__file__) if getattr(main, "__file__", None) else ""
-        exports = {
-            "MONARCH_PYTHON_ROOT": root,
-            "MONARCH_WORKER_KIND": kind,
-            "MONARCH_PYTHON_PATH": os.pathsep.join(p for p in sys.path if p),
-            "MONARCH_MAIN_FILE": main_file,
-        }
+        exe, args, exports = _worker_command(kind)
         with open(path, "w") as f:
             f.write("#!/bin/sh\n")
             for k, v in exports.items():
                 f.write(f"{k}={shlex.quote(v)}; export {k}\n")
-            f.write(f"exec {shlex.quote(sys.executable)} -u {shlex.quote(script)}\n")
+            f.write("exec " + " ".join(shlex.quote(a) for a in [exe] + args) + "\n")
         os.chmod(path, 0o700)
         _launchers[kind] = path
 
@@ -408,7 +421,8 @@ class _ActorProcs:
     """The Python worker processes of one root proc mesh (same shape), owned by
     the actor that spawned them (None: the controller)."""
 
-    def __init__(self, shape: List[Tuple[str, int]], owner: Any = None, session: Any = None):
+    def __init__(self, shape: List[Tuple[str, int]], owner: Any = None, session: Any = None,
+                 hosts: Any = None):
         _counter[0] += 1
         self.shape = list(shape)
         self.name = f"procs{_counter[0]}"
@@ -420,6 +434,13 @@ class _ActorProcs:
         if session is not None:
             self.procs = _actors_ext().procs_from_capsule(
                 session._backend.procs_capsule(), self.name)
+        elif hosts is not None:
+            # Across hosts the agents start the workers: no launcher script
+            # (it would exist on this machine only), the command itself.
+            exe, args, env = _worker_command("actor", hosts.python, hosts.pythonpath)
+            self.procs = _actors_ext().spawn_procs(
+                [(n, int(s)) for n, s in shape], self.name, exe,
+                worker_args=args, worker_env=env, hosts=hosts.capsule)
         else:
             self.procs = _actors_ext().spawn_procs(
                 [(n, int(s)) for n, s in shape], self.name, _launcher_path())
@@ -457,8 +478,11 @@ def _procs_for(proc_mesh: Any) -> _ActorProcs:
             on_tensor_workers = (getattr(session, "backend_kind", "") == "c"
                                  and getattr(session, "tensor_worker", "") == "python"
                                  and session.has_workers)
+            hosts = None
+            if getattr(session, "hosts", None) and not on_tensor_workers:
+                hosts = session.host_workers()
             state = _ActorProcs([(n, s) for n, s in session.shape], owner,
-                                session if on_tensor_workers else None)
+                                session if on_tensor_workers else None, hosts)
             _states[session] = state
             _all_states.append(weakref.ref(state))
         return state

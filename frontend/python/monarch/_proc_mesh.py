@@ -118,22 +118,20 @@ class ProcMesh:
         view, on the mesh's actor worker processes (docs/python.md "Actors")."""
         from . import _actor_mesh
 
-        if self._session.hosts:
-            raise NotImplementedError(
-                "Python actors on a mesh across hosts are not supported yet; "
-                "tensors are (docs/multi-host.md)")
         return _actor_mesh.spawn(self, name, actor_class, *args, **kwargs)
 
     def stop(self) -> None:
         """Stops the mesh's worker processes (root meshes): tensor workers and
         the actor workers started by ``spawn``."""
         if self._parent is None:
-            try:
-                self._session.stop()
-            finally:
-                from . import _actor_mesh
+            from . import _actor_mesh
 
+            # Actor workers first: across hosts, stopping the session detaches
+            # the agents, which would kill them rather than let them stop.
+            try:
                 _actor_mesh.stop_actor_procs(self)
+            finally:
+                self._session.stop()
 
     # -- identity ----------------------------------------------------------------
     def _same_mesh(self, other: "ProcMesh") -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ._errors import RemoteException, SupervisionError
 from ._mesh_view import MeshView
@@ -107,6 +107,18 @@ class ValueFuture(Future):
         return True
 
 
+_HOST_WORKER_KEYS = ("python", "pythonpath")
+
+
+class HostWorkers(NamedTuple):
+    """The agents of a mesh across hosts and the Python they run workers with
+    ("": the controller's interpreter path)."""
+
+    capsule: Any
+    python: str
+    pythonpath: List[str]
+
+
 class Session:
     """Ids and the instruction stream of one root mesh."""
 
@@ -143,8 +155,13 @@ class Session:
         self.memory_cap = memory_cap
         self.timeout_ms = timeout_ms
         # Multi-host (docs/multi-host.md): where the host agents are; the
-        # shape's first dim is the hosts.
-        self.hosts = hosts
+        # shape's first dim is the hosts. "python"/"pythonpath" say how the
+        # agents start Python actor workers (host_workers).
+        self.hosts = {k: v for k, v in hosts.items() if k not in _HOST_WORKER_KEYS} \
+            if hosts else None
+        self._host_python = (hosts or {}).get("python") or os.environ.get(
+            "MONARCH_HOST_PYTHON", "")
+        self._host_pythonpath = list((hosts or {}).get("pythonpath") or ())
         self._backend: Any = None
         from ._eager import EagerSink
 
@@ -206,6 +223,15 @@ class Session:
             del decl.instructions[:]
             program = decl
         self._backend.declare(program.SerializeToString())
+
+    def host_workers(self) -> "HostWorkers":
+        """How the host agents of this mesh start Python actor workers."""
+        if self._backend is None or not self.hosts:
+            raise RuntimeError("this mesh does not run on host agents")
+        capsule = self._backend.host_mesh_capsule()
+        if capsule is None:  # pragma: no cover - hosts always attach one
+            raise RuntimeError("the controller holds no host mesh")
+        return HostWorkers(capsule, self._host_python, self._host_pythonpath)
 
     @property
     def has_workers(self) -> bool:

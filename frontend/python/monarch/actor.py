@@ -113,11 +113,18 @@ def attach_hosts(
     *,
     hosts_file: Optional[str] = None,
     secret_file: str,
+    python: str = "",
+    pythonpath: Sequence[str] = (),
 ) -> HostMesh:
     """Running ``monarch-host`` agents, ``["node1:29650", ...]`` or a file of
     them (one ``HOST:PORT`` a line), holding the job secret in ``secret_file``
     (mode 0600). ``spawn_procs({"gpu": 2})`` on it gives ``{"hosts": N,
-    "gpu": 2}``; the agents are attached when it is called."""
+    "gpu": 2}``; the agents are attached when it is called.
+
+    Python actors spawned on such a mesh run in ``python`` on each host
+    (default ``$MONARCH_HOST_PYTHON``, else this interpreter's path), with
+    ``pythonpath`` before this process's ``sys.path``; the monarch package and
+    the program's files must be at the same paths there (docs/multi-host.md)."""
     if (hosts is None) == (hosts_file is None):
         raise ValueError("attach_hosts needs either hosts or hosts_file")
     if hosts is not None:
@@ -130,18 +137,22 @@ def attach_hosts(
         source = {"hosts_file": hosts_file, "secret_file": secret_file}
     if count == 0:
         raise ValueError("attach_hosts: no hosts given")
+    source.update(python=python, pythonpath=list(pythonpath))
     return HostMesh(count, source)
 
 
-def slurm_hosts(*, agents_per_node: int = 1, controller_host: str = "") -> HostMesh:
+def slurm_hosts(*, agents_per_node: int = 1, controller_host: str = "",
+                python: str = "", pythonpath: Sequence[str] = ()) -> HostMesh:
     """Inside a SLURM allocation: ``spawn_procs`` starts one ``monarch-host``
-    per node (``agents_per_node`` per node) with ``srun`` and attaches."""
+    per node (``agents_per_node`` per node) with ``srun`` and attaches.
+    ``python``/``pythonpath``: as for ``attach_hosts``."""
     nodes = os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES")
     if not os.environ.get("SLURM_JOB_ID") or not nodes:
         raise RuntimeError("slurm_hosts: not inside a SLURM allocation ($SLURM_JOB_ID is unset)")
     return HostMesh(int(nodes) * agents_per_node,
                     {"slurm": True, "agents_per_node": agents_per_node,
-                     "controller_host": controller_host})
+                     "controller_host": controller_host, "python": python,
+                     "pythonpath": list(pythonpath)})
 
 
 def this_host() -> HostMesh:

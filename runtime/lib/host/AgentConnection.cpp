@@ -6,6 +6,7 @@
 #include "monarch/runtime/util/Log.h"
 
 #include <csignal>
+#include <cstdio>
 
 namespace monarch::host {
 
@@ -213,10 +214,21 @@ void AgentConnection::onEvent(transport::Message &&m) {
     case proto::host::Event::kRefused:
       refused = e.refused().reason();
       break;
-    case proto::host::Event::kLaunched:
-      launchReplies[e.launched().request_id()] = e.launched();
+    case proto::host::Event::kLaunched: {
+      uint64_t request = e.launched().request_id();
+      auto prefix = requestPrefixes.find(request);
+      if (prefix != requestPrefixes.end()) {
+        if (e.launched().proc_id() != 0)
+          logPrefixes[e.launched().proc_id()] = std::move(prefix->second);
+        requestPrefixes.erase(prefix);
+      }
+      launchReplies[request] = e.launched();
+      break;
+    }
+    case proto::host::Event::kLog:
       break;
     case proto::host::Event::kExited: {
+      logPrefixes.erase(e.exited().proc_id());
       auto it = procs.find(e.exited().proc_id());
       if (it != procs.end()) {
         exit = it->second;
@@ -231,8 +243,29 @@ void AgentConnection::onEvent(transport::Message &&m) {
     }
   }
   cv.notify_all();
+  if (e.body_case() == proto::host::Event::kLog)
+    printLog(e.log());
   if (exit)
     exit->complete(how);
+}
+
+void AgentConnection::printLog(const proto::host::Log &log) {
+  std::string prefix;
+  {
+    std::lock_guard<std::mutex> guard(mu);
+    auto it = logPrefixes.find(log.proc_id());
+    prefix = it != logPrefixes.end()
+                 ? it->second
+                 : "proc " + std::to_string(log.proc_id()) + " on " + hostName;
+  }
+  FILE *out = log.is_stderr() ? stderr : stdout;
+  if (log.dropped() > 0)
+    std::fprintf(
+        out, "[%s] (%llu lines dropped: the controller did not keep up)\n",
+        prefix.c_str(), static_cast<unsigned long long>(log.dropped()));
+  for (const auto &line : log.lines())
+    std::fprintf(out, "[%s] %s\n", prefix.c_str(), line.c_str());
+  std::fflush(out);
 }
 
 void AgentConnection::lost(const std::string &reason) {
@@ -274,11 +307,16 @@ AgentConnection::launch(const ProcLaunchSpec &spec) {
       return Status(ErrorCode::Closed, "host '" + hostName + "' (" + agentAddr +
                                            ") lost: " + lossReason);
     id = ++requests;
+    requestPrefixes[id] = spec.logPrefix;
   }
   auto *l = r.mutable_launch();
   l->set_request_id(id);
   *l->mutable_bootstrap() = spec.bootstrap;
   l->set_worker_path(spec.workerPath);
+  for (const auto &a : spec.args)
+    l->add_args(a);
+  for (const auto &[key, value] : spec.env)
+    (*l->mutable_env())[key] = value;
   l->set_log_prefix(spec.logPrefix);
   send(r);
   std::unique_lock<std::mutex> lock(mu);
@@ -287,6 +325,7 @@ AgentConnection::launch(const ProcLaunchSpec &spec) {
   });
   std::string who = "host '" + hostName + "' (" + agentAddr + ")";
   if (!launchReplies.count(id)) {
+    requestPrefixes.erase(id);
     if (isLost)
       return Status(ErrorCode::Closed, who + " lost: " + lossReason);
     (void)answered;

@@ -56,6 +56,8 @@ public:
 
 private:
   void onEvent(transport::Message &&m);
+  /// Prints a remote proc's output lines here, "[PREFIX] line".
+  void printLog(const proto::host::Log &log);
   void lost(const std::string &reason);
   void heartbeat();
   void send(proto::host::Request r);
@@ -80,6 +82,11 @@ private:
   uint64_t requests = 0;
   std::map<uint64_t, proto::host::Launched> launchReplies;
   std::map<uint64_t, std::shared_ptr<RemoteExit>> procs;
+  /// The log prefix of each running proc ("procs1 rank 3 on mh1"), and of
+  /// each launch request not answered yet: its lines may arrive right after
+  /// the answer, before the requesting thread wakes.
+  std::map<uint64_t, std::string> logPrefixes;
+  std::map<uint64_t, std::string> requestPrefixes;
 };
 
 } // namespace monarch::host

@@ -10,6 +10,7 @@
 #include <asio.hpp>
 
 #include <condition_variable>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <unistd.h>
@@ -19,6 +20,10 @@ namespace monarch::host {
 namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kWatchPeriod{100};
+/// Bytes queued toward the controller past which workers' output lines are
+/// dropped (and counted) rather than queued: a slow controller costs lines,
+/// never the agent's memory or a worker blocked on a full pipe.
+constexpr size_t kLogQueueBound = 8u << 20;
 
 /// The controller being served.
 struct Session {
@@ -51,6 +56,8 @@ struct HostAgent::Impl {
   uint64_t generations = 0;
   uint64_t procIds = 0;
   std::map<uint64_t, std::unique_ptr<LaunchedProc>> procs;
+  /// Output lines of a proc dropped since its last Log event.
+  std::map<uint64_t, uint64_t> droppedLines;
 
   std::mutex stopMu;
   std::condition_variable stopCv;
@@ -60,6 +67,9 @@ struct HostAgent::Impl {
   void attach(const proto::host::Attach &a);
   void launch(const proto::host::Launch &l);
   void send(const proto::host::Event &e);
+  void forwardLog(uint64_t id, uint64_t generation, const std::string &prefix,
+                  bool isStderr, std::vector<std::string> &&lines);
+  void flushDropped(uint64_t id);
   void endSession(const std::string &why);
   void armWatch();
 };
@@ -254,25 +264,35 @@ void HostAgent::Impl::launch(const proto::host::Launch &l) {
     reply->set_error("no controller attached");
     return;
   }
+  uint64_t id = ++procIds;
+  uint64_t generation = session->generation;
   ProcLaunchSpec spec;
   spec.bootstrap = l.bootstrap();
   spec.workerPath = l.worker_path();
+  spec.args.assign(l.args().begin(), l.args().end());
+  for (const auto &[key, value] : l.env())
+    spec.env.emplace_back(key, value);
   spec.logPrefix = l.log_prefix();
+  spec.logSink = [this, id, generation, prefix = spec.logPrefix](
+                     bool isStderr, std::vector<std::string> &&lines) {
+    forwardLog(id, generation, prefix, isStderr, std::move(lines));
+  };
   auto launched = launcher->launch(spec);
   if (!launched.ok()) {
     reply->set_error(launched.status().message());
     send(e);
     return;
   }
-  uint64_t id = ++procIds;
-  uint64_t generation = session->generation;
   reply->set_proc_id(id);
   reply->set_pid((*launched)->pid());
   (*launched)->onExit([this, id, generation](const std::string &how) {
     asio::post(rt->transport().io(), [this, id, generation, how] {
       procs.erase(id);
-      if (!session || session->generation != generation)
+      if (!session || session->generation != generation) {
+        droppedLines.erase(id);
         return;
+      }
+      flushDropped(id);
       proto::host::Event exited;
       exited.mutable_exited()->set_proc_id(id);
       exited.mutable_exited()->set_how(how);
@@ -288,6 +308,45 @@ void HostAgent::Impl::send(const proto::host::Event &e) {
     session->link->send(wrapHostMessage(e, session->eventPort));
 }
 
+void HostAgent::Impl::forwardLog(uint64_t id, uint64_t generation,
+                                 const std::string &prefix, bool isStderr,
+                                 std::vector<std::string> &&lines) {
+  if (!session || session->generation != generation) {
+    // The controller is gone: the agent's own output keeps the lines.
+    FILE *out = isStderr ? stderr : stdout;
+    for (const auto &line : lines)
+      std::fprintf(out, "[%s] %s\n", prefix.c_str(), line.c_str());
+    std::fflush(out);
+    return;
+  }
+  if (session->link->queuedBytes() > kLogQueueBound) {
+    droppedLines[id] += lines.size();
+    return;
+  }
+  proto::host::Event e;
+  auto *log = e.mutable_log();
+  log->set_proc_id(id);
+  log->set_is_stderr(isStderr);
+  if (auto it = droppedLines.find(id); it != droppedLines.end()) {
+    log->set_dropped(it->second);
+    droppedLines.erase(it);
+  }
+  for (auto &line : lines)
+    log->add_lines(std::move(line));
+  send(e);
+}
+
+void HostAgent::Impl::flushDropped(uint64_t id) {
+  auto it = droppedLines.find(id);
+  if (it == droppedLines.end())
+    return;
+  proto::host::Event e;
+  e.mutable_log()->set_proc_id(id);
+  e.mutable_log()->set_dropped(it->second);
+  droppedLines.erase(it);
+  send(e);
+}
+
 void HostAgent::Impl::endSession(const std::string &why) {
   if (!session)
     return;
@@ -295,6 +354,7 @@ void HostAgent::Impl::endSession(const std::string &why) {
             session->controllerAddr, " gone: ", why, "; killing ", procs.size(),
             " procs");
   procs.clear(); // SIGKILLs each; their exits are reaped on this thread
+  droppedLines.clear();
   session->link->close();
   session.reset();
 }

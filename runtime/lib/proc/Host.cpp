@@ -88,6 +88,8 @@ Expected<ProcMesh> Host::spawnProcs(const Shape &shape,
       b.add_actor_libraries(lib);
     b.set_fanout(rt.fanout());
     spec.workerPath = workerPath;
+    spec.args = options.workerArgs;
+    spec.env = options.workerEnv;
     spec.logPrefix = name + " rank " + std::to_string(rank);
     auto launched = launcher->launch(spec);
     if (!launched.ok()) {

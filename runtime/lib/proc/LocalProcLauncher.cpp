@@ -42,25 +42,35 @@ std::string describeStatus(int status) {
   return "ended with status " + std::to_string(status);
 }
 
-/// Forwards one pipe of a child line by line, prefixed.
+/// Forwards one pipe of a child line by line: to `sink`, or printed with the
+/// prefix. `closed` runs once the pipe reached its end.
 class LogForwarder : public std::enable_shared_from_this<LogForwarder> {
 public:
-  LogForwarder(asio::io_context &io, int fd, std::string prefix, FILE *sink)
-      : pipe(io, fd), prefix(std::move(prefix)), sink(sink) {}
+  LogForwarder(asio::io_context &io, int fd, bool isStderr, std::string prefix,
+               ProcLogSink sink, std::function<void()> closed)
+      : pipe(io, fd), isStderr(isStderr), prefix(std::move(prefix)),
+        sink(std::move(sink)), closed(std::move(closed)) {}
 
   void start() {
     auto self = shared_from_this();
     pipe.async_read_some(
         asio::buffer(chunk), [self](asio::error_code ec, size_t n) {
           self->pending.append(self->chunk, n);
-          size_t at;
-          while ((at = self->pending.find('\n')) != std::string::npos) {
-            self->emit(self->pending.substr(0, at));
-            self->pending.erase(0, at + 1);
+          std::vector<std::string> lines;
+          size_t from = 0, at;
+          while ((at = self->pending.find('\n', from)) != std::string::npos) {
+            lines.push_back(self->pending.substr(from, at - from));
+            from = at + 1;
           }
+          self->pending.erase(0, from);
+          if (ec && !self->pending.empty()) {
+            lines.push_back(std::move(self->pending));
+            self->pending.clear();
+          }
+          if (!lines.empty())
+            self->emit(std::move(lines));
           if (ec) {
-            if (!self->pending.empty())
-              self->emit(self->pending);
+            self->closed();
             return;
           }
           self->start();
@@ -68,23 +78,37 @@ public:
   }
 
 private:
-  void emit(const std::string &line) {
-    std::fprintf(sink, "[%s] %s\n", prefix.c_str(), line.c_str());
-    std::fflush(sink);
+  void emit(std::vector<std::string> &&lines) {
+    if (sink) {
+      sink(isStderr, std::move(lines));
+      return;
+    }
+    FILE *out = isStderr ? stderr : stdout;
+    for (const auto &line : lines)
+      std::fprintf(out, "[%s] %s\n", prefix.c_str(), line.c_str());
+    std::fflush(out);
   }
 
   asio::posix::stream_descriptor pipe;
+  bool isStderr;
   std::string prefix;
-  FILE *sink;
+  ProcLogSink sink;
+  std::function<void()> closed;
   char chunk[4096];
   std::string pending;
 };
 
-/// Watches a pidfd; reaps the child when it becomes readable.
+/// Watches a pidfd; reaps the child when it becomes readable and reports
+/// the exit once its output pipes are drained, so that a proc's last lines
+/// come before news of its end.
 class ExitWatch : public std::enable_shared_from_this<ExitWatch> {
 public:
-  ExitWatch(asio::io_context &io, int pid, int pidfd)
-      : pid(pid), fd(io, pidfd) {}
+  /// How long an exit report waits for output still held open by others
+  /// (e.g. a grandchild that inherited stdout).
+  static constexpr std::chrono::seconds kDrainBound{1};
+
+  ExitWatch(asio::io_context &io, int pid, int pidfd, int streams)
+      : pid(pid), fd(io, pidfd), drainTimer(io), openStreams(streams) {}
 
   void start() {
     auto self = shared_from_this();
@@ -94,6 +118,14 @@ public:
                       return;
                     self->reap();
                   });
+  }
+
+  /// One output pipe reached its end (io thread).
+  void streamClosed() {
+    if (--openStreams == 0 && reaped) {
+      drainTimer.cancel();
+      finish();
+    }
   }
 
   void onExit(std::function<void(const std::string &)> handler) {
@@ -126,23 +158,42 @@ private:
       std::lock_guard<std::mutex> guard(liveMu);
       livePids().erase(pid);
     }
+    reapedHow = got == pid ? describeStatus(status) : "exited";
+    reaped = true;
+    asio::error_code ignored;
+    fd.close(ignored);
+    if (openStreams == 0) {
+      finish();
+      return;
+    }
+    drainTimer.expires_after(kDrainBound);
+    drainTimer.async_wait(
+        [self = shared_from_this()](asio::error_code) { self->finish(); });
+  }
+
+  void finish() {
     std::vector<std::function<void(const std::string &)>> toRun;
-    std::string what = got == pid ? describeStatus(status) : "exited";
     {
       std::lock_guard<std::mutex> guard(mu);
+      if (exited)
+        return;
       exited = true;
-      description = what;
+      description = reapedHow;
       toRun.swap(handlers);
     }
     cv.notify_all();
-    asio::error_code ignored;
-    fd.close(ignored);
     for (auto &h : toRun)
-      h(what);
+      h(reapedHow);
   }
 
   int pid;
   asio::posix::stream_descriptor fd;
+  asio::steady_timer drainTimer;
+  // io thread only:
+  int openStreams;
+  bool reaped = false;
+  std::string reapedHow;
+
   std::mutex mu;
   std::condition_variable cv;
   bool exited = false;
@@ -210,17 +261,31 @@ LocalProcLauncher::launch(const ProcLaunchSpec &spec) {
 
   // Everything the child needs is prepared before fork: between fork and exec
   // only async-signal-safe calls are allowed.
+  std::vector<std::pair<std::string, std::string>> extra = spec.env;
+  extra.emplace_back("MONARCH_BOOTSTRAP_FD", std::to_string(kBootstrapFd));
+  auto overridden = [&](const char *entry) {
+    for (const auto &[key, value] : extra)
+      if (std::strncmp(entry, key.c_str(), key.size()) == 0 &&
+          entry[key.size()] == '=')
+        return true;
+    return false;
+  };
   std::vector<std::string> envStrings;
   for (char **e = environ; *e; ++e)
-    if (std::strncmp(*e, "MONARCH_BOOTSTRAP_FD=", 21) != 0)
+    if (!overridden(*e))
       envStrings.emplace_back(*e);
-  envStrings.push_back("MONARCH_BOOTSTRAP_FD=" + std::to_string(kBootstrapFd));
+  for (const auto &[key, value] : extra)
+    envStrings.push_back(key + "=" + value);
   std::vector<char *> envp;
   for (auto &s : envStrings)
     envp.push_back(s.data());
   envp.push_back(nullptr);
   std::string path = spec.workerPath;
-  std::vector<char *> argv = {path.data(), nullptr};
+  std::vector<std::string> args = spec.args;
+  std::vector<char *> argv = {path.data()};
+  for (auto &a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
   pid_t parent = ::getpid();
 
   pid_t pid = ::fork();
@@ -258,11 +323,12 @@ LocalProcLauncher::launch(const ProcLaunchSpec &spec) {
     std::lock_guard<std::mutex> guard(liveMu);
     livePids().insert(pid);
   }
-  auto watch = std::make_shared<ExitWatch>(io, pid, pidfd);
-  auto out =
-      std::make_shared<LogForwarder>(io, outPipe[0], spec.logPrefix, stdout);
-  auto err =
-      std::make_shared<LogForwarder>(io, errPipe[0], spec.logPrefix, stderr);
+  auto watch = std::make_shared<ExitWatch>(io, pid, pidfd, 2);
+  auto closed = [watch] { watch->streamClosed(); };
+  auto out = std::make_shared<LogForwarder>(
+      io, outPipe[0], false, spec.logPrefix, spec.logSink, closed);
+  auto err = std::make_shared<LogForwarder>(
+      io, errPipe[0], true, spec.logPrefix, spec.logSink, closed);
   asio::post(io, [watch, out, err] {
     watch->start();
     out->start();

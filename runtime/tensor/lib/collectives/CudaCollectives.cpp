@@ -4,20 +4,24 @@
 // GPU"), yet several workers sharing a GPU is a normal set-up: the pipeline
 // job's stages on a one-GPU machine, a laptop with one card. The CUDA backend
 // therefore decides per communicator: every member publishes which device it
-// is on (host name + PCI bus id) through the store; when all differ the
+// is on (the GPU's UUID) through the store; when all differ the
 // communicator is NCCL's, otherwise the host backend (Gloo) runs it on host
 // copies of the buffers, copied on the caller's CUDA stream so the copies are
 // ordered after the kernels that produced the data and before the ones that
 // read the result. All members read the same identities, so all make the
-// same choice.
+// same choice. The UUID names the physical GPU: across hosts, GPU 0 of one
+// host and GPU 0 of another differ even when the hosts share a name (as
+// containers or network namespaces of one machine may), while two workers
+// given one GPU under different CUDA_VISIBLE_DEVICES indices still match.
 //
 //===----------------------------------------------------------------------===//
 
 #include "monarch/tensor/Collectives.h"
 
 #ifdef MONARCH_HAVE_NCCL
+#include "monarch/runtime/util/Log.h"
+
 #include <cuda_runtime.h>
-#include <unistd.h>
 
 #include <set>
 #include <thread>
@@ -159,20 +163,28 @@ private:
   std::chrono::milliseconds timeout;
 };
 
-/// "host/bus-id" of `device` (the current one when negative).
+/// "GPU-<uuid>" of `device` (the current one when negative), as nvidia-smi
+/// -L prints it.
 Expected<std::string> deviceIdentity(int device) {
   if (device < 0)
     if (Status s = cudaStatus(cudaGetDevice(&device), "current device");
         !s.isOk())
       return s;
-  char bus[64] = {0};
-  if (Status s = cudaStatus(cudaDeviceGetPCIBusId(bus, sizeof(bus), device),
-                            "PCI bus id");
+  cudaDeviceProp prop;
+  if (Status s = cudaStatus(cudaGetDeviceProperties(&prop, device),
+                            "device properties");
       !s.isOk())
     return s;
-  char host[256] = {0};
-  ::gethostname(host, sizeof(host) - 1);
-  return std::string(host) + "/" + bus;
+  static const char *hex = "0123456789abcdef";
+  std::string id = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10)
+      id += '-';
+    auto byte = static_cast<unsigned char>(prop.uuid.bytes[i]);
+    id += hex[byte >> 4];
+    id += hex[byte & 15];
+  }
+  return id;
 }
 
 class CudaBackend : public CollectiveBackend {
@@ -200,6 +212,11 @@ public:
     auto shared = sharesADevice(key, ranks.size(), *member, queue.device);
     if (!shared.ok())
       return shared.status();
+    // Which way a communicator went is what a multi-GPU set-up is checked
+    // by (MONARCH_LOG=debug; scripts/gpu-check.sh's cross-host test).
+    log::debug("cuda: communicator ", key, " of ", ranks.size(), " ranks: ",
+               *shared ? "host-staged (members share a GPU)"
+                       : "NCCL (every member on its own GPU)");
     if (!*shared)
       return nccl->connectOn(key, ranks, self, queue);
     if (!host)

@@ -26,6 +26,9 @@ struct SpawnProcsOptions {
   std::string tcpHost = "127.0.0.1";
   /// Worker binary; default locateWorkerBinary().
   std::string workerPath;
+  /// Its arguments and extra environment (ProcLaunchSpec).
+  std::vector<std::string> workerArgs;
+  std::vector<std::pair<std::string, std::string>> workerEnv;
   /// Shared libraries each worker dlopens (actor classes defined there).
   std::vector<std::string> actorLibraries;
   std::chrono::milliseconds readyTimeout{30000};

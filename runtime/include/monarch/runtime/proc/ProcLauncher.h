@@ -18,6 +18,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace asio {
 class io_context;
@@ -25,11 +27,22 @@ class io_context;
 
 namespace monarch {
 
+/// Where a child's output lines go instead of this process's stdout/stderr:
+/// complete lines (without '\n') of one read, in order, on the io thread.
+using ProcLogSink =
+    std::function<void(bool isStderr, std::vector<std::string> &&lines)>;
+
 struct ProcLaunchSpec {
   proto::Bootstrap bootstrap;
   std::string workerPath;
+  /// Arguments after argv[0] (e.g. the script of an interpreter).
+  std::vector<std::string> args;
+  /// Set in the child's environment on top of this process's.
+  std::vector<std::pair<std::string, std::string>> env;
   /// Prefix of forwarded log lines, e.g. "procs rank 3".
   std::string logPrefix;
+  /// Default: lines printed here as "[logPrefix] line".
+  ProcLogSink logSink;
 };
 
 /// A running (or exited) proc. Destroying it kills the process.
@@ -38,7 +51,9 @@ public:
   virtual ~LaunchedProc() = default;
   virtual int pid() const = 0;
   /// Runs once with a description of how the process ended ("exited with
-  /// code 3", "killed by signal 9 (Killed)"), on the io thread.
+  /// code 3", "killed by signal 9 (Killed)"), on the io thread, after its
+  /// last output line was forwarded (or a second after it ended, when
+  /// something else still holds its stdout/stderr open).
   virtual void onExit(std::function<void(const std::string &)> handler) = 0;
   virtual bool hasExited() const = 0;
   virtual bool waitExited(std::chrono::milliseconds timeout) = 0;

@@ -1,0 +1,117 @@
+//===- LauncherTest.cpp - The local launcher: command, output, exit -------===//
+//
+// What host agents rely on when they start Python workers and forward their
+// output: a launch carries arguments and environment, output lines go to a
+// sink when one is given, and a proc's exit is reported after its output --
+// but not held back for long by a grandchild that keeps the pipes open.
+//
+//===----------------------------------------------------------------------===//
+
+#include "monarch/runtime/proc/ProcLauncher.h"
+
+#include <asio.hpp>
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <csignal>
+#include <mutex>
+#include <thread>
+
+using namespace monarch;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// An io thread for the launcher, and what its procs printed and how they
+/// ended.
+class LauncherHarness {
+public:
+  LauncherHarness()
+      : work(asio::make_work_guard(io)), thread([this] { io.run(); }) {}
+  ~LauncherHarness() {
+    work.reset();
+    io.stop();
+    thread.join();
+  }
+
+  ProcLaunchSpec shell(const std::string &script) {
+    ProcLaunchSpec spec;
+    spec.workerPath = "/bin/sh";
+    spec.args = {"-c", script};
+    spec.logSink = [this](bool isStderr, std::vector<std::string> &&lines) {
+      std::lock_guard<std::mutex> guard(mu);
+      for (auto &l : lines)
+        (isStderr ? err : out).push_back(std::move(l));
+      cv.notify_all();
+    };
+    return spec;
+  }
+
+  /// Starts `spec`; the exit handler records how it ended and the stdout
+  /// lines seen by then.
+  std::unique_ptr<LaunchedProc> start(const ProcLaunchSpec &spec) {
+    LocalProcLauncher launcher(io);
+    auto launched = launcher.launch(spec);
+    EXPECT_TRUE(launched.ok()) << launched.status().toString();
+    if (!launched.ok())
+      return nullptr;
+    (*launched)->onExit([this](const std::string &how) {
+      std::lock_guard<std::mutex> guard(mu);
+      exitHow = how;
+      outAtExit = out;
+      errAtExit = err;
+      cv.notify_all();
+    });
+    return std::move(launched).value();
+  }
+
+  bool waitFor(std::function<bool()> done, std::chrono::milliseconds bound) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, bound, done);
+  }
+
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> work;
+  std::thread thread;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> out, err, outAtExit, errAtExit;
+  std::string exitHow;
+};
+
+} // namespace
+
+TEST(LocalLauncher, ArgsEnvAndOutputLinesBeforeTheExit) {
+  LauncherHarness h;
+  ProcLaunchSpec spec = h.shell("echo \"first $MONARCH_TEST_FOO\"; "
+                                "echo to-stderr >&2; printf 'no newline'; "
+                                "exit 3");
+  spec.env = {{"MONARCH_TEST_FOO", "bar"}, {"PATH", "/usr/bin:/bin"}};
+  auto proc = h.start(spec);
+  ASSERT_TRUE(proc);
+  ASSERT_TRUE(h.waitFor([&] { return !h.exitHow.empty(); }, 10s));
+  EXPECT_EQ(h.exitHow, "exited with code 3");
+  // Every line, the unterminated last one included, came before the exit.
+  EXPECT_EQ(h.outAtExit, (std::vector<std::string>{"first bar", "no newline"}));
+  EXPECT_EQ(h.errAtExit, std::vector<std::string>{"to-stderr"});
+}
+
+TEST(LocalLauncher, AGrandchildHoldingTheOutputDelaysTheExitOnlyBriefly) {
+  LauncherHarness h;
+  // The background sleep inherits stdout/stderr: they stay open after the
+  // shell exits. Its pid comes first so that the test can end it.
+  auto proc = h.start(h.shell("sleep 30 & echo $!; exit 0"));
+  ASSERT_TRUE(proc);
+  ASSERT_TRUE(h.waitFor([&] { return !h.out.empty(); }, 10s));
+  int grandchild = std::stoi(h.out.front());
+  auto start = std::chrono::steady_clock::now();
+  bool exited = h.waitFor([&] { return !h.exitHow.empty(); }, 10s);
+  auto took = std::chrono::steady_clock::now() - start;
+  ::kill(grandchild, SIGKILL);
+  ASSERT_TRUE(exited) << "the exit waited for the grandchild";
+  EXPECT_EQ(h.exitHow, "exited with code 0");
+  // Held back for the drain bound (1 s, counted from the shell's end, which
+  // came after its first line), then reported.
+  EXPECT_GE(took, 900ms);
+  EXPECT_LT(took, 5s);
+}
