@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <future>
@@ -559,6 +560,63 @@ TEST(Link, PartialWriteThroughKeepsOrderWithQueuedMessages) {
             static_cast<long>(big));
   EXPECT_TRUE(link->waitForRoom(5s).isOk());
   EXPECT_EQ(link->queuedBytes(), 0u);
+}
+
+/// Keeps only each message's sequence number and payload size, so the
+/// connection's read credit comes back at once (an Inbox holds it).
+struct SeqLog {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<uint64_t, size_t>> seen;
+  MessageHandler handler() {
+    return [this](Message &&m) {
+      std::lock_guard<std::mutex> g(mu);
+      seen.emplace_back(m.envelope.seq(),
+                        m.payloads.empty() ? 0 : m.payloads[0].size());
+      cv.notify_all();
+    };
+  }
+  bool waitFor(size_t n, std::chrono::milliseconds t = 30s) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, t, [&] { return seen.size() >= n; });
+  }
+};
+
+TEST(Link, WriteThroughRacingTheIoThreadNeverRepeatsBytes) {
+  // On an idle link a large message is written by the sending thread as far
+  // as the socket takes it, and its rest handed to the io thread; the next
+  // message is sent a varying moment later, so that over the rounds it lands
+  // at every point of the io thread setting up that rest. Whatever the
+  // interleaving, the stream must carry every byte once: a repeated head
+  // breaks the framing and closes the connection.
+  TransportFixture tx("s"), rx("s");
+  SeqLog log;
+  auto listener = rx.transport.listen(*ChannelAddr::parse(tempSocket("race")),
+                                      log.handler());
+  ASSERT_TRUE(listener.ok()) << listener.status().toString();
+  auto link = tx.transport.connect((*listener)->addr());
+  constexpr int rounds = 2000;
+  constexpr size_t big = 512u << 10;
+  uint64_t seq = 0;
+  for (int i = 0; i < rounds && !link->isClosed(); ++i) {
+    auto until = std::chrono::steady_clock::now() + 10s;
+    while (link->queuedBytes() > 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::yield();
+    ASSERT_EQ(link->queuedBytes(), 0u);
+    Message head = sampleMessage(++seq, big);
+    head.awaited = true;
+    Message next = sampleMessage(++seq, 100);
+    link->send(std::move(head));
+    for (volatile int spin = 0; spin < (i % 40) * 50; ++spin) {
+    }
+    link->send(std::move(next));
+  }
+  ASSERT_TRUE(log.waitFor(seq, 10s))
+      << "closed " << link->isClosed() << " after " << log.seen.size();
+  for (uint64_t i = 0; i < seq; ++i) {
+    ASSERT_EQ(log.seen[i].first, i + 1);
+    ASSERT_EQ(log.seen[i].second, i % 2 == 0 ? big : 100u);
+  }
 }
 
 TEST(Link, ConnectFailureClosesLink) {

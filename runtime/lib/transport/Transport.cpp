@@ -23,6 +23,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 #include <unordered_map>
+#include <utility>
 
 namespace monarch::transport {
 
@@ -140,7 +141,11 @@ public:
       written = writeNow(*encoded);
     if (written == encoded->totalBytes())
       return;
-    if (queue.empty())
+    // Only the fast path writes, and only with nothing queued or in flight:
+    // the rest of this message goes first. A message that did not take it
+    // must leave skipBytes alone, since the io thread may hold the previous
+    // one's partial write in flight, with its skip taken but not applied.
+    if (written > 0)
       skipBytes = written;
     unwrittenBytes += encoded->totalBytes() - written;
     queue.push_back(std::move(*encoded));
@@ -315,6 +320,7 @@ private:
   }
 
   void writeSome() {
+    size_t skip = 0;
     {
       std::lock_guard<std::mutex> guard(mu);
       if (state != State::Open) {
@@ -328,7 +334,8 @@ private:
         queue.pop_front();
       }
       // skipBytes of the first message are written already and not counted.
-      inflightBytes = bytes - std::min(bytes, skipBytes);
+      skip = std::exchange(skipBytes, 0);
+      inflightBytes = bytes - std::min(bytes, skip);
       if (inflight.empty()) {
         writing = false;
         return;
@@ -336,21 +343,16 @@ private:
     }
     auto self = this->shared_from_this();
     auto buffers = gatherBuffers(inflight);
-    {
-      // Bytes of the first message the fast path already wrote.
-      std::lock_guard<std::mutex> guard(mu);
-      size_t skip = skipBytes;
-      skipBytes = 0;
-      size_t first = 0;
-      while (skip > 0 && first < buffers.size()) {
-        size_t take = std::min(skip, buffers[first].size());
-        buffers[first] += take;
-        skip -= take;
-        if (buffers[first].size() == 0)
-          ++first;
-      }
-      buffers.erase(buffers.begin(), buffers.begin() + first);
+    // Bytes of the first message the fast path already wrote.
+    size_t first = 0;
+    while (skip > 0 && first < buffers.size()) {
+      size_t take = std::min(skip, buffers[first].size());
+      buffers[first] += take;
+      skip -= take;
+      if (buffers[first].size() == 0)
+        ++first;
     }
+    buffers.erase(buffers.begin(), buffers.begin() + first);
     asio::async_write(socket, buffers, [self](asio::error_code ec, size_t) {
       self->inflight.clear();
       {
