@@ -23,6 +23,7 @@ import pytest
 _actors = pytest.importorskip("monarch._actors")
 
 from monarch import _actor_mesh  # noqa: E402
+from waiting import wait_until  # noqa: E402
 from monarch.actor import (  # noqa: E402
     Actor,
     ActorError,
@@ -319,23 +320,13 @@ def test_broadcast_failure_stops_the_actor(procs):
     assert c.slice(host=1).get.call().get(timeout=5).values() == [0, 0]
 
 
-def _wait_until(predicate, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 def test_owner_supervise_handles_child_failures(procs):
     owner = procs.slice(host=0, gpu=0).spawn("owner_handles", Owner, True)
     assert owner.start.call_one(3).get(timeout=60) == [7, 7, 7]
     # A child process dies: the owner's __supervise__ sees it within a second.
     start = time.monotonic()
     owner.kill_child.call_one(1, 5).get(timeout=10)
-    seen = _wait_until(lambda: owner.seen_events.call_one().get(timeout=5), 5, "__supervise__")
+    seen = wait_until(lambda: owner.seen_events.call_one().get(timeout=5), 5, "__supervise__")
     assert time.monotonic() - start < 1.0
     (mesh, rank, reason), = seen
     assert rank == 1 and "exited with code 5" in reason
@@ -346,7 +337,7 @@ def test_owner_supervise_handles_child_failures(procs):
         owner.child_value.call_one(1).get(timeout=10)
     # A child actor fails in a broadcast: an event of the child actor mesh.
     owner.fail_child.call_one(2, "child broke").get(timeout=10)
-    seen = _wait_until(lambda: (lambda s: s if len(s) == 2 else None)(
+    seen = wait_until(lambda: (lambda s: s if len(s) == 2 else None)(
         owner.seen_events.call_one().get(timeout=5)), 5, "second event")
     assert seen[1][0] == "children" and seen[1][1] == 2 and "child broke" in seen[1][2]
     assert owner.child_value.call_one(0).get(timeout=10) == 7
@@ -360,7 +351,7 @@ def test_unhandled_child_failure_propagates_to_the_controller(procs, monkeypatch
     owner = procs.slice(host=1, gpu=1).spawn("owner_ignores", Owner, False)
     assert owner.start.call_one(2).get(timeout=60) == [7, 7]
     owner.kill_child.call_one(0, 9).get(timeout=10)
-    event = _wait_until(lambda: next((e for e in reached if e.mesh == "owner_ignores"), None),
+    event = wait_until(lambda: next((e for e in reached if e.mesh == "owner_ignores"), None),
                         5, "the escalated event at the controller")
     assert event.rank == 0  # the owner's rank in its own mesh
     assert "unhandled supervision: mesh" in event.reason and "exited with code 9" in event.reason
@@ -384,7 +375,7 @@ def test_unhandled_event_at_the_controller_is_reported(procs, capfd):
                        "supervision: mesh 'reported' rank 2 failed:")
         return at >= 0 and "nobody handles this" in text[at:]
 
-    _wait_until(reported, 5, "the report on stderr")
+    wait_until(reported, 5, "the report on stderr")
     with pytest.raises(SupervisionError, match="nobody handles this"):
         c.slice(host=1, gpu=0).get.call_one().get(timeout=5)
 

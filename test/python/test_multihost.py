@@ -11,8 +11,7 @@ import os
 import re
 import signal
 import sys
-import time
-from typing import Any, Callable, Tuple
+from typing import Any, Tuple
 
 import pytest
 import torch
@@ -22,6 +21,7 @@ from monarch import fetch_shard
 from monarch import _actor_mesh
 from monarch._session import backend_available
 from monarch.actor import Actor, SupervisionError, attach_hosts, endpoint
+from waiting import wait_until
 
 pytestmark = [
     pytest.mark.skipif(
@@ -93,16 +93,6 @@ class Where(Actor):
         os._exit(0)
 
 
-def _wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 def test_worker_output_before_its_exit_is_all_printed_when_stop_returns(capfd: Any) -> None:
     # An agent reports a proc's exit only after forwarding all its output,
     # and stopping a mesh waits for those reports: once stop() returns, every
@@ -158,13 +148,13 @@ def test_python_actors_across_hosts(capfd: Any, monkeypatch: Any) -> None:
             return re.search(r"\[procs\d+ rank 2 on " + names[1] + r"\] hello from the other host",
                              "".join(out))
 
-        _wait_until(printed, 10, "the worker's line at the controller")
+        wait_until(printed, 10, "the worker's line at the controller")
         # A host lost (its agent killed): the controller's fault hook hears
         # of it naming the host, calls touching it then fail naming it, the
         # other host keeps working.
         os.kill(agents[1], signal.SIGKILL)
         lost = f"host '{names[1]}'"
-        event = _wait_until(lambda: next((e for e in reached if lost in e.reason), None),
+        event = wait_until(lambda: next((e for e in reached if lost in e.reason), None),
                             15, "the event at the controller's fault hook")
         assert event.rank in (2, 3), event
         assert {r for _, r, why in _actor_mesh.supervision_events(a) if lost in why} <= {2, 3}

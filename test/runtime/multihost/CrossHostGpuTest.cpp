@@ -11,6 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CommandSupport.h"
+
 #include "monarch/tensor/PlanBuilder.h"
 #include "monarch/tensor/TempDir.h"
 
@@ -24,33 +26,8 @@
 #include <sys/wait.h>
 
 using namespace monarch;
-
-namespace {
-
-std::vector<std::string> splitList(const char *text) {
-  std::vector<std::string> out;
-  std::stringstream in(text ? text : "");
-  std::string item;
-  while (std::getline(in, item, ','))
-    out.push_back(item);
-  return out;
-}
-
-/// Exit status and output (stdout+stderr) of `cmd` run through the shell.
-std::pair<int, std::string> runCommand(const std::string &cmd) {
-  FILE *pipe = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!pipe)
-    return {-1, "popen failed"};
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0)
-    out.append(buf, n);
-  int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, out};
-}
-
-} // namespace
+using monarch::test::runCommand;
+using monarch::test::splitList;
 
 TEST(CrossHostGpu, AllReduceOfCudaTensorsGoesThroughNcclAcrossHosts) {
   auto addrs = splitList(std::getenv("MONARCH_TEST_GPU_HOSTS"));

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../TestSupport.h"
+#include "CommandSupport.h"
 
 #include "monarch/runtime/host/HostAddresses.h"
 #include "monarch/runtime/host/HostMesh.h"
@@ -32,6 +33,8 @@
 
 using namespace monarch;
 using namespace std::chrono_literals;
+using monarch::test::runCommand;
+using monarch::test::splitList;
 
 namespace monarch::test {
 EventLog &rootEvents() {
@@ -41,15 +44,6 @@ EventLog &rootEvents() {
 } // namespace monarch::test
 
 namespace {
-
-std::vector<std::string> splitList(const char *text) {
-  std::vector<std::string> out;
-  std::stringstream in(text ? text : "");
-  std::string item;
-  while (std::getline(in, item, ','))
-    out.push_back(item);
-  return out;
-}
 
 /// What netns-hosts.sh set up.
 struct TestHosts {
@@ -343,19 +337,10 @@ TEST(MultiHost, MonarchRunReducesAcrossAllHosts) {
     for (const auto &a : hosts().addrs)
       out << a << "\n";
   }
-  std::string cmd = std::string(MONARCH_RUN_BIN) + " " + planPath +
-                    " --hosts-file " + hostsFile + " --secret-file " +
-                    hosts().secretFile + " --timeout 60 2>&1";
-  FILE *pipe = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0)
-    out.append(buf, n);
-  int status = ::pclose(pipe);
-  ASSERT_TRUE(WIFEXITED(status)) << out;
-  EXPECT_EQ(WEXITSTATUS(status), 0) << out;
+  auto [status, out] = runCommand(
+      std::string(MONARCH_RUN_BIN) + " " + planPath + " --hosts-file " +
+      hostsFile + " --secret-file " + hosts().secretFile + " --timeout 60");
+  EXPECT_EQ(status, 0) << out;
   // Sum over everything: 0+1+...+5 = 15 on every rank; over hosts: the
   // ranks g, 2+g, 4+g of gpu g sum to 6 + 3g.
   for (int rank = 0; rank < 6; ++rank) {
@@ -371,20 +356,6 @@ TEST(MultiHost, MonarchRunReducesAcrossAllHosts) {
         << where << "\n"
         << out;
   }
-}
-
-/// Runs `cmd` through the shell; exit status and output (stdout+stderr).
-std::pair<int, std::string> runCommand(const std::string &cmd) {
-  FILE *pipe = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!pipe)
-    return {-1, "popen failed"};
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0)
-    out.append(buf, n);
-  int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128, out};
 }
 
 // Run by slurm-cluster.sh: a real slurmctld and slurmd(s) on this machine.

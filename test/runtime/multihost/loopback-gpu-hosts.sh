@@ -14,6 +14,7 @@
 # than N GPUs.
 set -u
 bin=$1; n=$2; shift 2
+. "$(dirname "$0")/agents.sh"
 
 skip() { echo "loopback-gpu-hosts: SKIP: $*"; exit 77; }
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
@@ -22,17 +23,13 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 work=$(mktemp -d /tmp/monarch-gpuhosts-XXXXXX)
 pids=()
 cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null
-  done
+  stop_agents
   rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 143' INT TERM
 
-(umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > "$work/secret")
+write_secret "$work/secret"
 for i in $(seq 0 $((n - 1))); do
   CUDA_VISIBLE_DEVICES=$i MONARCH_LOG=debug "$bin/monarch-host" \
     --listen "tcp://127.0.0.1:0" --name "gh$i" \
@@ -40,30 +37,11 @@ for i in $(seq 0 $((n - 1))); do
   pids+=($!)
 done
 
-# Wait (bounded) for every agent to print its address.
-addrs=()
-for i in $(seq 0 $((n - 1))); do
-  addr=""
-  for _ in $(seq 100); do
-    addr=$(sed -n "s/^monarch-host: host 'gh$i' serving on //p" "$work/agent$i.log")
-    [ -n "$addr" ] && break
-    kill -0 "${pids[$i]}" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$addr" ]; then
-    echo "loopback-gpu-hosts: agent gh$i did not start:"; cat "$work/agent$i.log"; exit 1
-  fi
-  addrs+=("$addr")
-done
-
-join() { local IFS=,; echo "$*"; }
-names=(); for i in $(seq 0 $((n - 1))); do names+=("gh$i"); done
+wait_for_agents loopback-gpu-hosts gh "$n" "$work"
 MONARCH_TEST_GPU_HOSTS=$(join "${addrs[@]}") \
 MONARCH_TEST_GPU_HOST_NAMES=$(join "${names[@]}") \
 MONARCH_TEST_SECRET_FILE=$work/secret \
   "$@"
 rc=$?
-for i in $(seq 0 $((n - 1))); do
-  echo "---- agent gh$i log (last lines)"; tail -n 20 "$work/agent$i.log"
-done
+show_agent_logs gh "$n" "$work"
 exit $rc

@@ -17,6 +17,7 @@
 # Exit status: COMMAND's, or 77 (skip) without root or `ip netns`.
 set -u
 bin=$1; n=$2; shift 2
+. "$(dirname "$0")/agents.sh"
 
 skip() { echo "netns-hosts: SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (network namespaces)"
@@ -28,11 +29,7 @@ br=mhb$tag
 namespaces=(); links=(); pids=()
 
 cleanup() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${pids[@]}"; do
-    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null
-  done
+  stop_agents
   for ns in "${namespaces[@]}"; do ip netns del "$ns" 2>/dev/null; done
   for l in "${links[@]}"; do ip link del "$l" 2>/dev/null; done
   ip link del "$br" 2>/dev/null
@@ -67,7 +64,7 @@ for i in $(seq 0 $((n - 1))); do
   ip -n "$ns" link set lo up
 done
 
-(umask 077; od -An -tx1 -N32 /dev/urandom | tr -d ' \n' > "$work/secret")
+write_secret "$work/secret"
 for i in $(seq 0 $((n - 1))); do
   ip netns exec "mh$tag-$i" "$bin/monarch-host" \
     --listen "tcp://$subnet.$((i + 2)):0" --name "mh$i" \
@@ -76,24 +73,7 @@ for i in $(seq 0 $((n - 1))); do
 done
 set +e
 
-# Wait (bounded) for every agent to print its address.
-addrs=()
-for i in $(seq 0 $((n - 1))); do
-  addr=""
-  for _ in $(seq 100); do
-    addr=$(sed -n "s/^monarch-host: host 'mh$i' serving on //p" "$work/agent$i.log")
-    [ -n "$addr" ] && break
-    kill -0 "${pids[$i]}" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$addr" ]; then
-    echo "netns-hosts: agent mh$i did not start:"; cat "$work/agent$i.log"; exit 1
-  fi
-  addrs+=("$addr")
-done
-
-join() { local IFS=,; echo "$*"; }
-names=(); for i in $(seq 0 $((n - 1))); do names+=("mh$i"); done
+wait_for_agents netns-hosts mh "$n" "$work"
 MONARCH_TEST_HOSTS=$(join "${addrs[@]}") \
 MONARCH_TEST_HOST_NAMES=$(join "${names[@]}") \
 MONARCH_TEST_NETNS=$(join "${namespaces[@]}") \
@@ -102,7 +82,5 @@ MONARCH_TEST_AGENT_PIDS=$(join "${pids[@]}") \
 MONARCH_TEST_SECRET_FILE=$work/secret \
   "$@"
 rc=$?
-for i in $(seq 0 $((n - 1))); do
-  echo "---- agent mh$i log"; tail -n 20 "$work/agent$i.log"
-done
+show_agent_logs mh "$n" "$work"
 exit $rc
