@@ -6,10 +6,12 @@ in-place all-reduce over "dp", SGD update; examples/ddp_step.mlir is one step
 of it), runs it with monarch-run on CPU worker processes twice -- as written
 (`--no-optimize`) and through the default pipeline (all-reduces started on a
 "comm" stream thread, waited for just before each update) -- and compares the
-step time measured from monarch-run's --trace (first instruction start to last
-instruction end of the slowest rank, divided by the steps). With `--device
-cuda` the spans are the trace's device-time events (when the work ran on the
-GPU; the host-side spans there are launch times).
+steady-state step time measured from monarch-run's --trace: by default the
+time between the steps' starts after the warm-up steps, on the slowest rank
+(`--timer` has two older measures that subtract a warm-up run, whose start-up
+jitter enters the result). With `--device cuda` the trace's device-time events
+are used (when the work ran on the GPU; the host-side spans there are launch
+times).
 
     /usr/bin/python3 bench/passes/ddp_overlap.py --monarch-run build/bin/monarch-run \
         --ranks 2 --layers 8 --hidden 512 --batch 64 --steps 4 --reps 5
@@ -26,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "tools", "monarch-run"))
@@ -130,17 +132,14 @@ def write_plans(monarch_opt: str, mlirs: dict, out_dir: str) -> None:
                            check=True)
 
 
-def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str, bind: bool,
-            keep: str = "", timer: str = "trace",
-            device: bool = False) -> Tuple[float, Dict[Tuple[int, str], float]]:
-    """First instruction start to last instruction end of the slowest rank (ms),
-    and busy_by_op; with `timer` "wall", the wall time of the whole monarch-run
-    without --trace (nothing sent per instruction) and no breakdown;
+def run_monarch(monarch_run: str, program: str, optimize: bool, tmp: str, bind: bool,
+                keep: str = "", traced: bool = True, device: bool = False) -> Tuple[float, list]:
+    """Runs `program`; its wall time (ms) and, when `traced`, its trace's
+    events (the device-time ones with `device`, which must then be present).
     `bind` pins each worker to its share of the cores; `keep`: where to keep
-    the trace (empty: a scratch file); `device`: from the device-time events
-    (a CUDA run), which must then be present."""
+    the trace (empty: a scratch file)."""
     trace = keep or os.path.join(tmp, "trace.json")
-    cmd = [monarch_run, program] + (["--trace", trace] if timer == "trace" else [])
+    cmd = [monarch_run, program] + (["--trace", trace] if traced else [])
     if program.endswith(".mlir") and not optimize:
         cmd.append("--no-optimize")
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -151,14 +150,56 @@ def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str, bind: bool
     wall = (time.monotonic() - start) * 1e3
     if done.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    if timer == "wall":
-        return wall, {}
+    if not traced:
+        return wall, []
     events, clock = trace_events.preferred(trace_events.load(trace), device)
     if device and clock != trace_events.GPU:
         sys.exit(f"{trace}: no device-time events (is monarch-run built against a "
                  "torch with CUDA, and are the ranks on GPUs?)")
+    return wall, events
+
+
+def span_ms(monarch_run: str, program: str, optimize: bool, tmp: str, bind: bool,
+            keep: str = "", timer: str = "trace",
+            device: bool = False) -> Tuple[float, Dict[Tuple[int, str], float]]:
+    """First instruction start to last instruction end of the slowest rank (ms),
+    and busy_by_op; with `timer` "wall", the wall time of the whole monarch-run
+    without --trace (nothing sent per instruction) and no breakdown."""
+    wall, events = run_monarch(monarch_run, program, optimize, tmp, bind, keep,
+                               timer != "wall", device)
+    if timer == "wall":
+        return wall, {}
     spans = trace_events.rank_spans(events)
     return max(hi - lo for lo, hi in spans.values()) / 1e3, busy_by_op(events, len(spans))
+
+
+# One per step in both forms (it seeds the backward pass), so its starts mark
+# the steps wherever the scheduler puts it.
+STEP_MARK = "aten::ones_like"
+
+
+def steady_steps(events: list, skip: int) -> Tuple[float, Dict[Tuple[int, str], float]]:
+    """ms per step from one run's trace: on each rank, the time from the
+    `skip`-th step's STEP_MARK to the last one, over the steps between (the
+    slowest rank's), and busy_by_op per step over the same window. Unlike the
+    difference of two runs' spans, start-up (process, CUDA, NCCL set-up) does
+    not enter at all."""
+    marks: Dict[int, List[float]] = {}
+    for e in events:
+        if e["name"] == STEP_MARK:
+            marks.setdefault(e["pid"], []).append(e["ts"])
+    windows = {}
+    for pid, ts in marks.items():
+        ts.sort()
+        if len(ts) < skip + 2:
+            sys.exit(f"{len(ts)} steps on rank {pid}: too few to skip {skip} and time one")
+        windows[pid] = (ts[skip], ts[-1], len(ts) - 1 - skip)
+    step = max((hi - lo) / n for lo, hi, n in windows.values()) / 1e3
+    inside = [e for e in events if e["pid"] in windows
+              and windows[e["pid"]][0] <= e["ts"] < windows[e["pid"]][1]]
+    steps = next(iter(windows.values()))[2]
+    busy = {k: v / steps for k, v in busy_by_op(inside, len(windows)).items()}
+    return step, busy
 
 
 def busy_by_op(events: list, ranks: int) -> Dict[Tuple[int, str], float]:
@@ -174,18 +215,24 @@ def busy_by_op(events: list, ranks: int) -> Dict[Tuple[int, str], float]:
 
 def step_time(monarch_run: str, programs: dict, optimize: bool, steps: int, tmp: str,
               bind: bool = False, keep: str = "", timer: str = "trace",
-              device: bool = False) -> Tuple[float, Dict[Tuple[int, str], float]]:
-    """Steady-state ms per step: the span of warm-up + `steps` steps minus that
-    of the warm-up alone (connection set-up, first-touch allocations), over
-    `steps`. Without a warm-up program, the whole span over `steps`. With it,
-    busy_by_op per step, the same difference."""
+              device: bool = False, warmup: int = 1) -> Tuple[float, Dict[Tuple[int, str], float]]:
+    """Steady-state ms per step. `timer` "steps": from the full run's trace
+    alone (steady_steps, its first `warmup` steps left out). Otherwise the span
+    (or wall time) of warm-up + `steps` steps minus that of the warm-up alone
+    (connection set-up, first-touch allocations), over `steps`; without a
+    warm-up program, the whole span over `steps`. With it, busy_by_op per
+    step, the same difference."""
+    if timer == "steps":
+        _, events = run_monarch(monarch_run, programs[""], optimize, tmp, bind,
+                                keep and keep + ".json", True, device)
+        return steady_steps(events, warmup)
     total, busy = span_ms(monarch_run, programs[""], optimize, tmp, bind,
                           keep and keep + ".json", timer, device)
     if "-warmup" not in programs:
         return total / steps, {k: v / steps for k, v in busy.items()}
-    warmup, warm_busy = span_ms(monarch_run, programs["-warmup"], optimize, tmp, bind,
-                                keep and keep + "-warmup.json", timer, device)
-    return ((total - warmup) / steps,
+    warmup_ms, warm_busy = span_ms(monarch_run, programs["-warmup"], optimize, tmp, bind,
+                                   keep and keep + "-warmup.json", timer, device)
+    return ((total - warmup_ms) / steps,
             {k: (v - warm_busy.get(k, 0.0)) / steps for k, v in busy.items()})
 
 
@@ -249,9 +296,11 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=1,
                    help="steps run before the measured ones and subtracted (0: none)")
     p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--timer", choices=("trace", "wall"), default="trace",
-                   help="step time from the --trace spans, or from monarch-run's wall time "
-                        "without tracing (process start-up cancels out with the warm-up run)")
+    p.add_argument("--timer", choices=("steps", "trace", "wall"), default="steps",
+                   help="steps: from one run's trace, the time between the steps' starts "
+                        "after the warm-up steps; trace: the difference of the trace spans of "
+                        "a warm-up + steps run and a warm-up run; wall: the same difference of "
+                        "monarch-run's wall times, without tracing")
     p.add_argument("--keep-traces", metavar="DIR",
                    help="keep every run's trace as DIR/{naive,optimized}-REP[-warmup].json")
     p.add_argument("--monarch-opt", default="build/bin/monarch-opt")
@@ -292,10 +341,10 @@ def main() -> None:
             sys.exit("--timer wall times the host; a CUDA run is timed by its device events")
         for rep in range(a.reps):  # interleaved, so drifting load hits both
             naive.append(step_time(a.monarch_run, first, False, a.steps, tmp, a.bind,
-                                   keep("naive", rep), a.timer, on_gpu))
+                                   keep("naive", rep), a.timer, on_gpu, a.warmup))
             optimized.append(step_time(a.monarch_run, second, True, a.steps, tmp, a.bind,
-                                       keep("optimized", rep), a.timer, on_gpu))
-    if a.timer == "trace":
+                                       keep("optimized", rep), a.timer, on_gpu, a.warmup))
+    if a.timer != "wall":
         breakdown_table(naive, optimized)
     naive, optimized = [s for s, _ in naive], [s for s, _ in optimized]
     n, o = statistics.median(naive), statistics.median(optimized)

@@ -205,3 +205,22 @@ def test_pipeline_analysis_of_a_host_only_trace_is_unchanged(tmp_path, monkeypat
     st = analyze(tmp_path, monkeypatch, launches_of(device), phases, fetches)
     assert st["clock"] == "host"
     assert st["bubble"] != pytest.approx(0.5, abs=0.05)
+
+
+def test_ddp_steady_steps_time_one_run_from_its_step_marks():
+    # Rank 0 starts a step every 10 ms, rank 1 every 12 ms (the slower one sets
+    # the step); the first step (warm-up) is left out, and so is what falls
+    # outside the timed steps (rank 0's mm at 35 ms, after its last mark).
+    events = []
+    for rank, period in ((0, 10000.0), (1, 12000.0)):
+        for k in range(4):
+            events.append(event(ddp_overlap.STEP_MARK, rank, k * period, 100.0, 10 + k))
+            events.append(event("aten::mm", rank, k * period + 200.0, 1000.0, 20 + k))
+    events.append(event("aten::mm", 0, 35000.0, 1000.0, 99))
+    step, busy = ddp_overlap.steady_steps(events, skip=1)
+    assert step == pytest.approx(12.0)
+    # 2 timed steps per rank, each with one 1 ms product and one 0.1 ms mark
+    assert busy[(0, "aten::mm")] == pytest.approx(1.0)
+    assert busy[(0, ddp_overlap.STEP_MARK)] == pytest.approx(0.1)
+    with pytest.raises(SystemExit, match="too few"):
+        ddp_overlap.steady_steps(events, skip=3)
