@@ -1,6 +1,6 @@
 //===- DeviceClock.h - GPU event times on the host's clock ------*- C++ -*-===//
 //
-// Device-time trace events (docs/runtime.md, "Tracing"): a CUDA event only
+// Device-time trace events (docs/plan.md, `--trace`): a CUDA event only
 // says how long after another event it completed (cudaEventElapsedTime, in
 // float milliseconds), so each traced stream records an anchor event whose
 // host time it knows and places every later event relative to it. The
