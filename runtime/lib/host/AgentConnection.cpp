@@ -6,7 +6,6 @@
 #include "monarch/runtime/util/Log.h"
 
 #include <csignal>
-#include <cstdio>
 
 namespace monarch::host {
 
@@ -258,14 +257,12 @@ void AgentConnection::printLog(const proto::host::Log &log) {
                  ? it->second
                  : "proc " + std::to_string(log.proc_id()) + " on " + hostName;
   }
-  FILE *out = log.is_stderr() ? stderr : stdout;
   if (log.dropped() > 0)
-    std::fprintf(
-        out, "[%s] (%llu lines dropped: the controller did not keep up)\n",
-        prefix.c_str(), static_cast<unsigned long long>(log.dropped()));
-  for (const auto &line : log.lines())
-    std::fprintf(out, "[%s] %s\n", prefix.c_str(), line.c_str());
-  std::fflush(out);
+    printProcLines(log.is_stderr(), prefix,
+                   std::vector<std::string>{
+                       "(" + std::to_string(log.dropped()) +
+                       " lines dropped: the controller did not keep up)"});
+  printProcLines(log.is_stderr(), prefix, log.lines());
 }
 
 void AgentConnection::lost(const std::string &reason) {

@@ -10,7 +10,6 @@
 #include <asio.hpp>
 
 #include <condition_variable>
-#include <cstdio>
 #include <map>
 #include <optional>
 #include <unistd.h>
@@ -313,10 +312,7 @@ void HostAgent::Impl::forwardLog(uint64_t id, uint64_t generation,
                                  std::vector<std::string> &&lines) {
   if (!session || session->generation != generation) {
     // The controller is gone: the agent's own output keeps the lines.
-    FILE *out = isStderr ? stderr : stdout;
-    for (const auto &line : lines)
-      std::fprintf(out, "[%s] %s\n", prefix.c_str(), line.c_str());
-    std::fflush(out);
+    printProcLines(isStderr, prefix, lines);
     return;
   }
   if (session->link->queuedBytes() > kLogQueueBound) {

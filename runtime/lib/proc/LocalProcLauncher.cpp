@@ -83,10 +83,7 @@ private:
       sink(isStderr, std::move(lines));
       return;
     }
-    FILE *out = isStderr ? stderr : stdout;
-    for (const auto &line : lines)
-      std::fprintf(out, "[%s] %s\n", prefix.c_str(), line.c_str());
-    std::fflush(out);
+    printProcLines(isStderr, prefix, lines);
   }
 
   asio::posix::stream_descriptor pipe;

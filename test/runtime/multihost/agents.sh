@@ -1,5 +1,16 @@
 # Sourced by the multi-host test drivers (netns-hosts.sh,
-# loopback-gpu-hosts.sh): waiting for the monarch-host agents they started.
+# loopback-gpu-hosts.sh, slurm-cluster.sh): the monarch-host agents they
+# start, and the private subnet their network namespaces live on.
+
+# free_subnet PREFIX: a /24 PREFIX.x (x < 250, starting from this shell's
+# pid) that no interface here uses yet, printed; nothing when none is free.
+free_subnet() {
+  local k c
+  for k in $(seq 0 249); do
+    c="$1.$(( ($$ + k) % 250 ))"
+    ip -4 addr | grep -q " $c\." || { echo "$c"; return; }
+  done
+}
 
 # wait_for_agents DRIVER PREFIX N WORK: waits (up to 10 s each) until agent
 # PREFIX<i> has printed its address in WORK/agent<i>.log, for i < N, or its

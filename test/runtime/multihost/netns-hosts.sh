@@ -39,11 +39,7 @@ trap cleanup EXIT
 trap 'exit 143' INT TERM
 
 # A /24 no interface here uses yet.
-subnet=""
-for k in $(seq 0 249); do
-  c="10.213.$(( ($$ + k) % 250 ))"
-  ip -4 addr | grep -q " $c\." || { subnet=$c; break; }
-done
+subnet=$(free_subnet 10.213)
 [ -n "$subnet" ] || { echo "netns-hosts: no free 10.213.x.0/24"; exit 1; }
 
 ip netns add "mh$tag-probe" 2>/dev/null || skip "cannot create network namespaces here"

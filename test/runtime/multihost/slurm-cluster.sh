@@ -12,6 +12,7 @@
 # at). Exit status: COMMAND's, or 77 (skip) without root or slurm-wlm/munge.
 set -u
 bin=$1; shift
+. "$(dirname "$0")/agents.sh"
 nodes=${MONARCH_TEST_SLURM_NODES:-2}
 
 skip() { echo "slurm-cluster: SKIP: $*"; exit 77; }
@@ -52,11 +53,7 @@ free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("",
 ctl_ip=127.0.0.1
 node_ips=()
 if [ "$nodes" -gt 1 ]; then
-  subnet=""
-  for k in $(seq 0 249); do
-    c="10.214.$(( ($$ + k) % 250 ))"
-    ip -4 addr | grep -q " $c\." || { subnet=$c; break; }
-  done
+  subnet=$(free_subnet 10.214)
   [ -n "$subnet" ] || { echo "slurm-cluster: no free subnet"; exit 1; }
   ip netns add "ms$tag-probe" 2>/dev/null || skip "cannot create network namespaces here"
   ip netns del "ms$tag-probe"

@@ -15,6 +15,7 @@
 #include "runtime.pb.h"
 
 #include <chrono>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,6 +32,18 @@ namespace monarch {
 /// complete lines (without '\n') of one read, in order, on the io thread.
 using ProcLogSink =
     std::function<void(bool isStderr, std::vector<std::string> &&lines)>;
+
+/// Prints a proc's output lines as "[prefix] line" on stderr or stdout and
+/// flushes: how a launcher without a sink, an agent without a controller and
+/// the controller itself all show them.
+template <typename Lines>
+void printProcLines(bool isStderr, const std::string &prefix,
+                    const Lines &lines) {
+  FILE *out = isStderr ? stderr : stdout;
+  for (const auto &line : lines)
+    std::fprintf(out, "[%s] %s\n", prefix.c_str(), line.c_str());
+  std::fflush(out);
+}
 
 struct ProcLaunchSpec {
   proto::Bootstrap bootstrap;
