@@ -1,6 +1,7 @@
 #include "RawSocket.h"
 
 #include <arpa/inet.h>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,9 +17,15 @@ namespace monarch::bench {
 
 namespace {
 
-bool readAll(int fd, char *buf, size_t n) {
+/// With `poll`, reads never block: an empty socket yields the core and
+/// tries again, as the runtime's polling threads do.
+bool readAll(int fd, char *buf, size_t n, bool poll = false) {
   while (n) {
-    ssize_t got = ::read(fd, buf, n);
+    ssize_t got = ::recv(fd, buf, n, poll ? MSG_DONTWAIT : 0);
+    if (got < 0 && poll && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      std::this_thread::yield();
+      continue;
+    }
     if (got <= 0)
       return false;
     buf += got;
@@ -104,14 +111,14 @@ double withPeer(RawKind kind, Peer peer, Self self) {
 
 } // namespace
 
-double rawPingPongUs(RawKind kind, size_t request, size_t reply,
-                     int iterations) {
+double rawPingPongUs(RawKind kind, size_t request, size_t reply, int iterations,
+                     bool poll) {
   return withPeer(
       kind,
       [=](int fd) {
         std::vector<char> in(request), out(reply, 'r');
         for (int i = 0; i < iterations; ++i)
-          if (!readAll(fd, in.data(), request) ||
+          if (!readAll(fd, in.data(), request, poll) ||
               !writeAll(fd, out.data(), reply))
             return;
       },
@@ -120,7 +127,7 @@ double rawPingPongUs(RawKind kind, size_t request, size_t reply,
         auto start = std::chrono::steady_clock::now();
         for (int i = 0; i < iterations; ++i) {
           writeAll(fd, out.data(), request);
-          readAll(fd, in.data(), reply);
+          readAll(fd, in.data(), reply, poll);
         }
         std::chrono::duration<double, std::micro> took =
             std::chrono::steady_clock::now() - start;

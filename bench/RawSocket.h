@@ -14,8 +14,10 @@ namespace monarch::bench {
 enum class RawKind { Unix, Tcp, SocketPairThreads };
 
 /// Mean round trip in microseconds: `request` bytes out, `reply` bytes back.
-double rawPingPongUs(RawKind kind, size_t request, size_t reply,
-                     int iterations);
+/// Both sides block in read(), or with `poll` spin on non-blocking reads
+/// (yielding the core between tries).
+double rawPingPongUs(RawKind kind, size_t request, size_t reply, int iterations,
+                     bool poll = false);
 /// Messages per second: `count` writes of `bytes` each, one write per message,
 /// to a child that reads them all and acknowledges once.
 double rawThroughput(RawKind kind, size_t bytes, int count);

@@ -37,6 +37,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 int reps = 5;
+/// --no-sleepy: skip the Unix figure with polling off everywhere.
+bool sleepy = true;
 /// --only: run just the figures whose section names contain this text
 /// (inproc, unix, tcp, throughput, cast); empty runs all.
 std::string only;
@@ -75,15 +77,37 @@ SpawnProcsOptions benchOptions(std::string transport = "unix") {
   return o;
 }
 
+/// --percentiles: also print each ping-pong run's round-trip percentiles
+/// (to stderr), which tell steady hops from occasional sleeps.
+bool percentiles = false;
+
 /// Mean callOne round trip (µs) of a 32-byte echo.
 double actorPingPongUs(const ActorMesh &one, int iterations) {
   std::string payload(32, 'p');
   for (int i = 0; i < 200; ++i) // warm up links and caches
     check(one.callOne<std::string>("echo", payload).get(10s), "warm up");
+  std::vector<double> each;
+  if (percentiles)
+    each.reserve(iterations);
   auto start = Clock::now();
-  for (int i = 0; i < iterations; ++i)
+  for (int i = 0; i < iterations; ++i) {
+    auto sent = percentiles ? Clock::now() : Clock::time_point();
     check(one.callOne<std::string>("echo", payload).get(10s), "ping");
+    if (percentiles)
+      each.push_back(
+          std::chrono::duration<double, std::micro>(Clock::now() - sent)
+              .count());
+  }
   std::chrono::duration<double, std::micro> took = Clock::now() - start;
+  if (percentiles) {
+    std::sort(each.begin(), each.end());
+    auto at = [&](double q) { return each[size_t(q * (each.size() - 1))]; };
+    std::fprintf(stderr,
+                 "  round trip µs: min %.1f p10 %.1f p50 %.1f p90 %.1f "
+                 "p99 %.1f max %.1f\n",
+                 each.front(), at(0.1), at(0.5), at(0.9), at(0.99),
+                 each.back());
+  }
   return took.count() / iterations;
 }
 
@@ -128,6 +152,11 @@ void row(const std::string &what, const std::string &unit, double value,
 } // namespace
 
 int main(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--no-sleepy") == 0)
+      sleepy = false;
+    else if (std::strcmp(argv[i], "--percentiles") == 0)
+      percentiles = true;
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], "--reps") == 0)
       reps = std::max(1, std::atoi(argv[i + 1]));
@@ -175,15 +204,40 @@ int main(int argc, char **argv) {
     });
     row("actor ping-pong, Unix socket (2 processes)", "µs", ours,
         "raw Unix socket ping-pong, same bytes", raw, true);
-    // The same with Future::get sleeping at once (no polling), to show what
-    // the caller's wake-up costs on this machine.
-    auto polling = futurePollTime();
-    setFuturePollTime(0us);
+    // The runtime's threads poll before they sleep (util/Polling.h); the
+    // same raw loop with polling reads is the floor for that.
+    double rawPolling = repeat([&] {
+      return bench::rawPingPongUs(bench::RawKind::Unix, sizes.first,
+                                  sizes.second, pingIterations, true);
+    });
+    row("actor ping-pong, Unix socket (2 processes)", "µs", ours,
+        "raw Unix ping-pong, both sides polling", rawPolling, true);
+  }
+  if (wanted("unix") && sleepy) {
+    // With polling off everywhere, every hop pays its wake-up.
+    auto sizes = echoWireSizes(Runtime::global().addr(),
+                               "unix:/tmp/monarch-XXXXXX/m0-0.sock");
+    double raw = repeat([&] {
+      return bench::rawPingPongUs(bench::RawKind::Unix, sizes.first,
+                                  sizes.second, pingIterations);
+    });
+    auto options = benchOptions("unix");
+    options.workerEnv = {{"MONARCH_POLL_US", "0"}};
+    auto sleepyProcs =
+        check(thisHost().spawnProcs({{"gpu", 1}}, options), "spawn unix");
+    auto sleepyEcho = check(sleepyProcs.spawn("e", "BenchEcho"), "spawn");
+    std::vector<std::pair<PollSite, std::chrono::microseconds>> saved;
+    for (auto site : {PollSite::Future, PollSite::IoThread, PollSite::Actor}) {
+      saved.emplace_back(site, pollTime(site));
+      setPollTime(site, 0us);
+    }
     double sleeping =
-        repeat([&] { return actorPingPongUs(unixEcho, pingIterations); });
-    setFuturePollTime(polling);
-    row("actor ping-pong, Unix socket, get() sleeps at once", "µs", sleeping,
-        "raw Unix socket ping-pong, same bytes", raw, true);
+        repeat([&] { return actorPingPongUs(sleepyEcho, pingIterations); });
+    for (auto [site, t] : saved)
+      setPollTime(site, t);
+    (void)sleepyProcs.stop();
+    row("actor ping-pong, Unix socket, no polling (MONARCH_POLL_US=0)", "µs",
+        sleeping, "raw Unix socket ping-pong, same bytes", raw, true);
   }
 
   // TCP loopback: a controller runtime listening on TCP, workers on TCP.
@@ -204,6 +258,12 @@ int main(int argc, char **argv) {
     });
     row("actor ping-pong, TCP loopback (2 processes)", "µs", ours,
         "raw TCP loopback ping-pong, same bytes", raw, true);
+    double rawPolling = repeat([&] {
+      return bench::rawPingPongUs(bench::RawKind::Tcp, sizes.first,
+                                  sizes.second, pingIterations, true);
+    });
+    row("actor ping-pong, TCP loopback (2 processes)", "µs", ours,
+        "raw TCP loopback ping-pong, both sides polling", rawPolling, true);
     (void)procs.stop();
   }
 

@@ -78,5 +78,7 @@ fi
   --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 [ -f bench/passes/plans/probe4.plan ] && run calibrate python3 bench/passes/calibrate.py \
   --monarch-run $bin/monarch-run --plan bench/passes/plans/probe4.plan --ranks 4
-[ -x $bin/monarch-runtime-bench ] && run runtime $bin/monarch-runtime-bench --reps 3
+[ -x $bin/monarch-runtime-bench ] && run runtime $bin/monarch-runtime-bench --reps 5
+run torchrpc python3 bench/torch_rpc_pingpong.py 2000 5
+[ -x $bin/monarch-runtime-bench ] && run polling bench/runtime-polling.sh build-gpu 5
 exit 0

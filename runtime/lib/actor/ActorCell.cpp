@@ -1,6 +1,7 @@
 #include "monarch/runtime/actor/ActorCell.h"
 
 #include "monarch/runtime/util/Log.h"
+#include "monarch/runtime/util/Polling.h"
 
 namespace monarch {
 
@@ -20,9 +21,10 @@ std::string describe(const ActorContext &ctx) {
 } // namespace
 
 ActorCell::ActorCell(tbb::task_arena &arena, const ActorClassInfo &cls,
-                     ActorContext context, StopObserver onStop)
+                     ActorContext context, StopObserver onStop,
+                     std::shared_ptr<Poller> poller)
     : arena(arena), cls(cls), ctx(std::move(context)),
-      onStop(std::move(onStop)) {}
+      onStop(std::move(onStop)), poller(std::move(poller)) {}
 
 bool ActorCell::stopped() const {
   std::lock_guard<std::mutex> guard(stateMu);
@@ -41,44 +43,70 @@ void ActorCell::drain() {
   // Handle everything that is queued; the counter tells whether a message
   // arrived after the queue looked empty, in which case this task continues.
   do {
-    Work work;
-    while (!mailbox.try_pop(work)) {
-      // The counter was bumped before the push became visible; spin briefly.
-    }
-    work();
+    {
+      Work work;
+      while (!mailbox.try_pop(work)) {
+        // The counter was bumped before the push became visible; spin.
+      }
+      if (work.call)
+        run(*work.call, work.sink);
+      else
+        work.other();
+    } // the call (and its flow-control credit) is released before polling
+    if (queued.load(std::memory_order_acquire) == 1)
+      awaitNext();
   } while (queued.fetch_sub(1, std::memory_order_acq_rel) > 1);
+}
+
+void ActorCell::awaitNext() {
+  // A call is often followed by the next one within one round trip; keeping
+  // this worker for that long spares a TBB wake-up (tens of microseconds
+  // when the worker has left the arena), and running the io loop meanwhile
+  // (the poller) reads that next call on this thread, with no hand-off from
+  // the io thread. One cell per process polls at a time, so a cast to many
+  // local actors never holds many workers idle.
+  static std::atomic<bool> somebodyPolls{false};
+  auto budget = pollTime(PollSite::Actor);
+  if (budget.count() <= 0 || somebodyPolls.exchange(true))
+    return;
+  auto next = [&] { return queued.load(std::memory_order_acquire) > 1; };
+  if (poller)
+    poller->pollUntil(next, budget);
+  else
+    pollFor(budget, next);
+  somebodyPolls.store(false);
 }
 
 void ActorCell::construct(std::shared_ptr<const Invocation> args,
                           std::function<void(Status)> done) {
-  enqueue([this, args, done] {
-    ContextScope scope(&ctx);
-    Status status;
-    try {
-      if (!cls.factory)
-        throw std::runtime_error("actor class " + cls.name +
-                                 " has no constructor<...>() declared");
-      instance = cls.factory(args->args, args->payloads);
-    } catch (const std::exception &e) {
-      status = Status(ErrorCode::Remote, "constructor of " + describe(ctx) +
-                                             " failed: " + e.what());
-    } catch (...) {
-      status = Status(ErrorCode::Remote,
-                      "constructor of " + describe(ctx) + " failed");
-    }
-    if (!status.isOk()) {
-      std::lock_guard<std::mutex> guard(stateMu);
-      isStopped = true;
-      stopReason = status.message();
-    }
-    done(status);
-  });
+  enqueue({nullptr, nullptr, [this, args, done] {
+             ContextScope scope(&ctx);
+             Status status;
+             try {
+               if (!cls.factory)
+                 throw std::runtime_error(
+                     "actor class " + cls.name +
+                     " has no constructor<...>() declared");
+               instance = cls.factory(args->args, args->payloads);
+             } catch (const std::exception &e) {
+               status =
+                   Status(ErrorCode::Remote, "constructor of " + describe(ctx) +
+                                                 " failed: " + e.what());
+             } catch (...) {
+               status = Status(ErrorCode::Remote,
+                               "constructor of " + describe(ctx) + " failed");
+             }
+             if (!status.isOk()) {
+               std::lock_guard<std::mutex> guard(stateMu);
+               isStopped = true;
+               stopReason = status.message();
+             }
+             done(status);
+           }});
 }
 
 void ActorCell::post(std::shared_ptr<const Invocation> call, ReplySink sink) {
-  enqueue([this, call = std::move(call), sink = std::move(sink)] {
-    run(*call, sink);
-  });
+  enqueue({std::move(call), std::move(sink), nullptr});
 }
 
 void ActorCell::run(const Invocation &call, const ReplySink &sink) {

@@ -119,10 +119,8 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
   std::shared_ptr<PendingCall> call;
   proto::PortRef replyTo;
   if (mode != Mode::None) {
-    call = std::make_shared<PendingCall>(
-        rt, std::move(actorRanks),
-        std::unordered_set<uint32_t>(involved.begin(), involved.end()),
-        mode == Mode::Direct);
+    call = std::make_shared<PendingCall>(rt, std::move(actorRanks), involved,
+                                         mode == Mode::Direct);
     replyTo = call->open();
     // Through a tree, a failed proc cuts off only the ranks below it.
     if (targets.size() > 1)

@@ -11,14 +11,23 @@ static std::atomic<uint64_t> replyMessages{0};
 uint64_t PendingCall::replyMessagesReceived() { return replyMessages.load(); }
 
 PendingCall::PendingCall(Runtime &rt, std::vector<uint32_t> ranks,
-                         std::unordered_set<uint32_t> procs,
-                         bool perRankFutures)
+                         std::vector<uint32_t> procs, bool perRankFutures)
     : rt(rt), procs(std::move(procs)), rankList(ranks), outcomes(ranks.size()),
-      remaining(ranks.size()) {
+      remaining(ranks.size()), allDone(rt.poller()) {
+  std::sort(this->procs.begin(), this->procs.end());
+  this->procs.erase(std::unique(this->procs.begin(), this->procs.end()),
+                    this->procs.end());
+  position.reserve(ranks.size());
   for (size_t i = 0; i < ranks.size(); ++i)
-    position[ranks[i]] = i;
-  if (perRankFutures)
-    perRank.resize(ranks.size());
+    position.emplace_back(ranks[i], i);
+  std::stable_sort(
+      position.begin(), position.end(),
+      [](const auto &a, const auto &b) { return a.first < b.first; });
+  if (perRankFutures) {
+    perRank.reserve(ranks.size());
+    for (size_t i = 0; i < ranks.size(); ++i)
+      perRank.emplace_back(rt.poller()); // each its own state
+  }
 }
 
 PendingCall::~PendingCall() {
@@ -45,8 +54,10 @@ void PendingCall::onReply(transport::Message &&reply) {
   std::vector<std::pair<size_t, RankOutcome>> ready;
   std::unique_lock<std::mutex> lock(mu);
   for (auto &r : *reply.envelope.mutable_cast_reply()->mutable_results()) {
-    auto it = position.find(r.rank());
-    if (it == position.end() || outcomes[it->second])
+    auto it = std::lower_bound(
+        position.begin(), position.end(), r.rank(),
+        [](const auto &entry, uint32_t rank) { return entry.first < rank; });
+    if (it == position.end() || it->first != r.rank() || outcomes[it->second])
       continue; // not ours (bounds-checked) or a duplicate
     RankOutcome outcome;
     outcome.rank = r.rank();
@@ -149,10 +160,13 @@ void PendingCall::procFailed(uint32_t procRank, const Status &status) {
 }
 
 void PendingCall::finishLocked(std::unique_lock<std::mutex> &lock) {
+  // Every outcome is set and none is read again (a late or duplicate reply
+  // only checks that its slot is engaged, which a moved-from one still is),
+  // so they move; the per-rank futures need copies.
   std::vector<RankOutcome> all;
   all.reserve(outcomes.size());
   for (auto &o : outcomes)
-    all.push_back(*o);
+    all.push_back(perRank.empty() ? std::move(*o) : *o);
   uint64_t closing = port;
   port = 0;
   lock.unlock();

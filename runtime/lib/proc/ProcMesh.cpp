@@ -64,9 +64,7 @@ Expected<ActorMesh> ProcMesh::spawnRaw(const std::string &name,
   std::vector<uint32_t> ranks;
   for (int64_t r = 0; r < root->size(); ++r)
     ranks.push_back(static_cast<uint32_t>(r));
-  auto call = std::make_shared<PendingCall>(
-      rt, ranks,
-      std::unordered_set<uint32_t>(procRanks.begin(), procRanks.end()), false);
+  auto call = std::make_shared<PendingCall>(rt, ranks, procRanks, false);
   proto::PortRef replyTo = call->open();
   Status tracked = state->track(call, procRanks);
   if (!tracked.isOk()) {

@@ -100,7 +100,8 @@ void ProcServer::spawn(transport::Message &&message) {
     ctx.rank = req.proc_index() * req.count() + i;
     ctx.procRank = procRank;
     ctx.procId = procId;
-    auto cell = std::make_shared<ActorCell>(rt.arena(), *cls, ctx, onStop);
+    auto cell =
+        std::make_shared<ActorCell>(rt.arena(), *cls, ctx, onStop, rt.poller());
     mesh->cells.push_back(cell);
     uint32_t rank = ctx.rank;
     cell->construct(args, [merger, rank](Status status) {

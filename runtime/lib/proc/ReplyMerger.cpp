@@ -7,8 +7,9 @@ namespace monarch {
 
 void sendToPort(Runtime &rt, const proto::PortRef &to,
                 transport::Message &&reply) {
+  // No sender: a port message is delivered at once, outside the per-sender
+  // order (Router::deliver), so naming it would only cost bytes.
   reply.envelope.set_dest_port(to.port());
-  reply.envelope.set_sender(rt.senderId());
   if (to.addr() == rt.addr()) {
     rt.router().deliver(std::move(reply));
     return;

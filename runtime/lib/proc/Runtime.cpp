@@ -1,5 +1,6 @@
 #include "monarch/runtime/proc/Runtime.h"
 
+#include "monarch/runtime/proc/IoLoop.h"
 #include "monarch/runtime/proc/ProcLauncher.h"
 #include "monarch/runtime/transport/Auth.h"
 #include "monarch/runtime/util/Log.h"
@@ -23,7 +24,6 @@ struct Runtime::WorkGuard {
 };
 
 namespace {
-thread_local bool isIoThread = false;
 std::atomic<Runtime *> globalInstance{nullptr};
 std::atomic<Runtime *> processInstance{nullptr};
 std::mutex globalMu;
@@ -83,10 +83,8 @@ Runtime::Runtime(RuntimeOptions options) : opts(std::move(options)) {
   arenaImpl = std::make_unique<tbb::task_arena>(threads, 0);
   workGuard =
       std::make_unique<WorkGuard>(WorkGuard{asio::make_work_guard(*ioImpl)});
-  ioThread = std::thread([this] {
-    isIoThread = true;
-    ioImpl->run();
-  });
+  ioLoopImpl = std::make_shared<IoLoop>(*ioImpl);
+  ioThread = std::thread([loop = ioLoopImpl] { loop->run(); });
 }
 
 Status Runtime::start() {
@@ -126,7 +124,7 @@ Runtime::~Runtime() {
   // Let the posted closes run, then stop the io thread.
   runOnIo([] {});
   workGuard.reset();
-  ioImpl->stop();
+  ioLoopImpl->stop();
   if (ioThread.joinable())
     ioThread.join();
   listener.reset();
@@ -158,7 +156,9 @@ void Runtime::removePrivateDir() {
   dir.clear();
 }
 
-bool Runtime::onIoThread() { return isIoThread; }
+bool Runtime::onIoThread() { return IoLoop::onIoThread(); }
+
+std::shared_ptr<Poller> Runtime::poller() const { return ioLoopImpl; }
 
 void Runtime::fatalCleanup() {
   killAllLocalProcs();
@@ -167,7 +167,7 @@ void Runtime::fatalCleanup() {
 }
 
 void Runtime::runOnIo(std::function<void()> fn) {
-  if (isIoThread)
+  if (IoLoop::onIoThread())
     return fn();
   std::mutex mu;
   std::condition_variable cv;

@@ -3,13 +3,15 @@
 // The cell owns the actor object and a mailbox. Posting to an idle mailbox
 // enqueues one drain task on the process's TBB arena; the task handles
 // messages one at a time, in mailbox order, until the mailbox is empty. So an
-// actor never runs two handlers at once and no thread is parked per actor.
+// actor never runs two handlers at once and no thread is parked per actor
+// (beyond a bounded poll for the next message, one cell per process).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MONARCH_RUNTIME_ACTOR_ACTORCELL_H
 #define MONARCH_RUNTIME_ACTOR_ACTORCELL_H
 
 #include "monarch/runtime/actor/Actor.h"
+#include "monarch/runtime/util/Polling.h"
 #include "monarch/runtime/util/Status.h"
 
 #include <tbb/concurrent_queue.h>
@@ -47,8 +49,12 @@ using StopObserver =
 
 class ActorCell : public std::enable_shared_from_this<ActorCell> {
 public:
+  /// `poller`: what the drain task polls for the next message with (the
+  /// process runtime's io loop, so that message is read on the drain task's
+  /// own thread); null polls the plain way.
   ActorCell(tbb::task_arena &arena, const ActorClassInfo &cls,
-            ActorContext context, StopObserver onStop);
+            ActorContext context, StopObserver onStop,
+            std::shared_ptr<Poller> poller = nullptr);
 
   /// Queues the constructor; `done` reports its outcome.
   void construct(std::shared_ptr<const Invocation> args,
@@ -61,9 +67,19 @@ public:
   bool stopped() const;
 
 private:
-  using Work = std::function<void()>;
+  /// One mailbox entry: an endpoint call (with its sink), or other work (the
+  /// constructor). Calls are stored as they are, not wrapped in a closure,
+  /// which would cost an allocation per message.
+  struct Work {
+    std::shared_ptr<const Invocation> call;
+    ReplySink sink;
+    std::function<void()> other;
+  };
   void enqueue(Work work);
   void drain();
+  /// With nothing queued after a handler, polls briefly for the next message
+  /// before the drain task ends (util/Polling.h).
+  void awaitNext();
   void run(const Invocation &call, const ReplySink &sink);
   void stop(const std::string &reason);
 
@@ -71,6 +87,7 @@ private:
   const ActorClassInfo &cls;
   ActorContext ctx;
   StopObserver onStop;
+  std::shared_ptr<Poller> poller;
   std::unique_ptr<Actor> instance; // touched only by the drain task
 
   tbb::concurrent_queue<Work> mailbox;

@@ -2,13 +2,15 @@
 //
 // A Future is completed once, by the runtime, with a value or a Status. The
 // caller either blocks with a timeout (get) or registers callbacks (then),
-// which run on the thread that completes the future -- usually the io thread,
-// so callbacks must be short and must not block.
+// which run on the thread that completes the future -- usually the io thread
+// or a thread that borrowed it (proc/IoLoop.h), so callbacks must be short
+// and must not block.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MONARCH_RUNTIME_ACTOR_FUTURE_H
 #define MONARCH_RUNTIME_ACTOR_FUTURE_H
 
+#include "monarch/runtime/util/Polling.h"
 #include "monarch/runtime/util/Status.h"
 
 #include <algorithm>
@@ -27,11 +29,6 @@
 namespace monarch {
 
 namespace detail {
-/// How long Future::get polls before it sleeps (setFuturePollTime).
-inline std::atomic<int64_t> futurePollUs{[] {
-  const char *env = std::getenv("MONARCH_FUTURE_POLL_US");
-  return env && *env ? std::max<int64_t>(0, std::atoll(env)) : int64_t{50};
-}()};
 template <typename T> struct FutureState {
   std::mutex mu;
   std::condition_variable cv;
@@ -39,26 +36,31 @@ template <typename T> struct FutureState {
   /// Set (release) once `outcome` is; lets get() poll without the lock.
   std::atomic<bool> done{false};
   std::vector<std::function<void(const Expected<T> &)>> callbacks;
+  /// What get() polls with: the completing runtime's io loop, or null for
+  /// plain polling (util/Polling.h).
+  std::shared_ptr<Poller> poller;
 };
 } // namespace detail
 
 template <typename T> class Future;
 
-/// Sets how long Future::get polls for the outcome (yielding the core)
-/// before it sleeps on a condition variable; 0 sleeps at once. Default 50 µs
-/// or the environment's MONARCH_FUTURE_POLL_US.
+/// How long Future::get polls for the outcome before it sleeps on a
+/// condition variable (util/Polling.h); 0 sleeps at once.
 inline void setFuturePollTime(std::chrono::microseconds t) {
-  detail::futurePollUs.store(std::max<int64_t>(0, t.count()),
-                             std::memory_order_relaxed);
+  setPollTime(PollSite::Future, t);
 }
 inline std::chrono::microseconds futurePollTime() {
-  return std::chrono::microseconds(
-      detail::futurePollUs.load(std::memory_order_relaxed));
+  return pollTime(PollSite::Future);
 }
 
 template <typename T> class Promise {
 public:
   Promise() : state(std::make_shared<detail::FutureState<T>>()) {}
+  /// A promise completed by messages `poller`'s runtime receives: a thread
+  /// waiting in get() runs that runtime's io loop meanwhile (IoLoop.h).
+  explicit Promise(std::shared_ptr<Poller> poller) : Promise() {
+    state->poller = std::move(poller);
+  }
 
   /// Completes the future; later calls are ignored (first outcome wins).
   bool set(Expected<T> outcome) const {
@@ -105,18 +107,16 @@ public:
   Expected<T>
   get(std::chrono::milliseconds timeout = std::chrono::seconds(60)) const {
     // A reply often comes within a few tens of microseconds: polling that
-    // long (yielding the core to anything runnable) spares the completing
-    // thread a futex wake-up and this one the sleep and wake, the larger
-    // part of a short round trip. A longer wait sleeps as before.
-    auto pollFor = std::min<std::chrono::microseconds>(
+    // long spares the completing thread a futex wake-up and this one the
+    // sleep and wake, the larger part of a short round trip.
+    auto budget = std::min<std::chrono::microseconds>(
         futurePollTime(),
         std::chrono::duration_cast<std::chrono::microseconds>(timeout));
-    if (pollFor.count() > 0) {
-      auto until = std::chrono::steady_clock::now() + pollFor;
-      while (!state->done.load(std::memory_order_acquire) &&
-             std::chrono::steady_clock::now() < until)
-        std::this_thread::yield();
-    }
+    auto ready = [&] { return state->done.load(std::memory_order_acquire); };
+    if (state->poller)
+      state->poller->pollUntil(ready, budget);
+    else
+      pollFor(budget, ready);
     std::unique_lock<std::mutex> lock(state->mu);
     if (!state->cv.wait_for(lock, timeout,
                             [&] { return state->outcome.has_value(); }))
@@ -140,7 +140,7 @@ public:
 
   /// A future of `fn(value)`; errors pass through. `fn` returns Expected<U>.
   template <typename U, typename Fn> Future<U> map(Fn fn) const {
-    Promise<U> promise;
+    Promise<U> promise(state->poller);
     then([promise, fn](const Expected<T> &outcome) {
       if (!outcome.ok())
         promise.set(outcome.status());

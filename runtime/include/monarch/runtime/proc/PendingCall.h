@@ -16,10 +16,9 @@
 #include "monarch/runtime/actor/Value.h"
 #include "monarch/runtime/transport/Message.h"
 
+#include <algorithm>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
-#include <unordered_set>
 
 namespace monarch {
 
@@ -36,12 +35,14 @@ class PendingCall : public std::enable_shared_from_this<PendingCall> {
 public:
   /// `ranks` in the caller's (view) order; `procs` the procs they live on.
   PendingCall(Runtime &rt, std::vector<uint32_t> ranks,
-              std::unordered_set<uint32_t> procs, bool perRankFutures);
+              std::vector<uint32_t> procs, bool perRankFutures);
   ~PendingCall();
 
   /// Opens the reply port; returns its reference.
   proto::PortRef open();
-  bool involvesProc(uint32_t procRank) const { return procs.count(procRank); }
+  bool involvesProc(uint32_t procRank) const {
+    return std::binary_search(procs.begin(), procs.end(), procRank);
+  }
   /// Fails every outstanding rank.
   void fail(const Status &status);
 
@@ -73,9 +74,11 @@ private:
   RankOutcome failedOutcome(size_t i, const Status &status) const;
 
   Runtime &rt;
-  std::unordered_set<uint32_t> procs;
+  // Sorted vectors, not hash containers: a call is built per message, and
+  // the common call has one rank on one proc.
+  std::vector<uint32_t> procs; // sorted, unique
   std::vector<uint32_t> rankList;
-  std::unordered_map<uint32_t, size_t> position;
+  std::vector<std::pair<uint32_t, size_t>> position; // (rank, index), sorted
   std::mutex mu;
   std::vector<std::optional<RankOutcome>> outcomes;
   size_t remaining;

@@ -1,9 +1,10 @@
 //===- Runtime.h - The per-process runtime context --------------*- C++ -*-===//
 //
 // Every process (the controller and each worker) has one Runtime: an io
-// thread driving the sockets, the TBB arena that runs actors, the listener
-// and router for incoming messages, a cache of outgoing links and the
-// per-destination sequence counters that give sender->proc FIFO order.
+// thread driving the sockets (its io context lent for microseconds at a time
+// to threads waiting for a message, IoLoop.h), the TBB arena that runs actors,
+// the listener and router for incoming messages, a cache of outgoing links and
+// the per-destination sequence counters that give sender->proc FIFO order.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MONARCH_RUNTIME_PROC_RUNTIME_H
@@ -11,6 +12,7 @@
 
 #include "monarch/runtime/proc/Router.h"
 #include "monarch/runtime/transport/Transport.h"
+#include "monarch/runtime/util/Polling.h"
 
 #include <tbb/global_control.h>
 #include <tbb/task_arena.h>
@@ -23,6 +25,8 @@
 #include <unordered_map>
 
 namespace monarch {
+
+class IoLoop;
 
 struct RuntimeOptions {
   /// The job secret; empty makes a new random one (the controller's case).
@@ -63,6 +67,9 @@ public:
   transport::Transport &transport() { return *transportImpl; }
   Router &router() { return routerImpl; }
   tbb::task_arena &arena() { return *arenaImpl; }
+  /// Polls while running this runtime's io context (proc/IoLoop.h): what a
+  /// thread waiting for a message this runtime will receive polls with.
+  std::shared_ptr<Poller> poller() const;
 
   const std::string &addr() const { return listenAddr; }
   const std::string &secret() const { return opts.secret; }
@@ -116,6 +123,7 @@ private:
   std::string sender;
   std::mutex dirMu;
   std::string dir;
+  std::shared_ptr<IoLoop> ioLoopImpl;
   std::thread ioThread;
   struct WorkGuard;
   std::unique_ptr<WorkGuard> workGuard;

@@ -11,8 +11,9 @@
 // what the socket did not take to the io thread; dense fire-and-forget
 // traffic goes through the io thread, which batches it into one writev.
 // Message::awaited (a call or a reply) always takes the direct write when the
-// link is idle. Handlers run on the io thread (or, for inproc, on the
-// sender's thread) and must not block.
+// link is idle. Handlers run on the io thread -- or on a thread that borrowed
+// its io context (proc/IoLoop.h), or, for inproc, on the sender's thread --
+// and must not block.
 //
 // Flow control: a socket connection stops reading while more than
 // maxUnhandledBytes of what it delivered is still held (Message::credit), so
