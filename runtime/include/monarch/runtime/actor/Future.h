@@ -103,7 +103,10 @@ public:
   }
 
   /// Blocks until completed or `timeout` passes (then a Timeout error; the
-  /// future stays pending and may still complete later).
+  /// future stays pending and may still complete later). While it polls,
+  /// this thread may run the completing runtime's io handlers (IoLoop.h) --
+  /// port handlers and callbacks included -- so it must not hold a lock one
+  /// of them takes.
   Expected<T>
   get(std::chrono::milliseconds timeout = std::chrono::seconds(60)) const {
     // A reply often comes within a few tens of microseconds: polling that

@@ -11,7 +11,8 @@
 //   procs.spawn("workers", "Worker", port.ref());
 //   // in a handler:  monarch::sendToPort(ref, value, payloads);
 //
-// Handlers run on the runtime's io thread: they must be quick and never
+// Handlers run on the runtime's io loop -- its io thread, or a thread waiting
+// in Future::get that borrowed it (IoLoop.h): they must be quick and never
 // block (queue the value and return).
 //
 //===----------------------------------------------------------------------===//
