@@ -5,6 +5,7 @@
 #include <asio.hpp>
 
 #include <cstdlib>
+#include <exception>
 #include <string>
 
 namespace monarch {
@@ -23,6 +24,21 @@ private:
 };
 
 using Clock = std::chrono::steady_clock;
+
+/// Runs `step` (a poll or run_one of the io context). Handlers return
+/// errors as values; one that throws ends the process, on a borrower as on
+/// the io thread, rather than unwinding into the caller that lent it a
+/// thread.
+template <typename Step> size_t runHandlers(Step step) {
+  try {
+    return step();
+  } catch (const std::exception &e) {
+    log::error("io handler threw: ", e.what());
+  } catch (...) {
+    log::error("io handler threw a non-standard exception");
+  }
+  std::terminate();
+}
 } // namespace
 
 IoLoop::IoLoop(asio::io_context &io)
@@ -48,7 +64,7 @@ void IoLoop::run() {
       lastWork = Clock::now();
       continue;
     }
-    if (io.poll() > 0) {
+    if (runHandlers([&] { return io.poll(); }) > 0) {
       lastWork = Clock::now();
       continue;
     }
@@ -60,7 +76,7 @@ void IoLoop::run() {
     // and posts to wake this thread; one that asked before is seen here.
     ioBlocked.store(true, std::memory_order_seq_cst);
     if (state.load(std::memory_order_seq_cst) == Owned)
-      io.run_one();
+      runHandlers([&] { return io.run_one(); });
     ioBlocked.store(false, std::memory_order_seq_cst);
     lastWork = Clock::now();
   }
@@ -122,7 +138,7 @@ bool IoLoop::runLent(const std::function<bool()> &ready,
     RunsIoScope scope;
     int idle = 0;
     while (!done && Clock::now() < until && !io.stopped()) {
-      if (io.poll() > 0)
+      if (runHandlers([&] { return io.poll(); }) > 0)
         idle = 0;
       else if (++idle % 8 == 0)
         std::this_thread::yield();
