@@ -212,32 +212,27 @@ int main(int argc, char **argv) {
     });
     row("actor ping-pong, Unix socket (2 processes)", "µs", ours,
         "raw Unix ping-pong, both sides polling", rawPolling, true);
-  }
-  if (wanted("unix") && sleepy) {
-    // With polling off everywhere, every hop pays its wake-up.
-    auto sizes = echoWireSizes(Runtime::global().addr(),
-                               "unix:/tmp/monarch-XXXXXX/m0-0.sock");
-    double raw = repeat([&] {
-      return bench::rawPingPongUs(bench::RawKind::Unix, sizes.first,
-                                  sizes.second, pingIterations);
-    });
-    auto options = benchOptions("unix");
-    options.workerEnv = {{"MONARCH_POLL_US", "0"}};
-    auto sleepyProcs =
-        check(thisHost().spawnProcs({{"gpu", 1}}, options), "spawn unix");
-    auto sleepyEcho = check(sleepyProcs.spawn("e", "BenchEcho"), "spawn");
-    std::vector<std::pair<PollSite, std::chrono::microseconds>> saved;
-    for (auto site : {PollSite::Future, PollSite::IoThread, PollSite::Actor}) {
-      saved.emplace_back(site, pollTime(site));
-      setPollTime(site, 0us);
+    if (sleepy) {
+      // With polling off everywhere, every hop pays its wake-up.
+      auto options = benchOptions("unix");
+      options.workerEnv = {{"MONARCH_POLL_US", "0"}};
+      auto sleepyProcs =
+          check(thisHost().spawnProcs({{"gpu", 1}}, options), "spawn unix");
+      auto sleepyEcho = check(sleepyProcs.spawn("e", "BenchEcho"), "spawn");
+      std::vector<std::pair<PollSite, std::chrono::microseconds>> saved;
+      for (auto site :
+           {PollSite::Future, PollSite::IoThread, PollSite::Actor}) {
+        saved.emplace_back(site, pollTime(site));
+        setPollTime(site, 0us);
+      }
+      double sleeping =
+          repeat([&] { return actorPingPongUs(sleepyEcho, pingIterations); });
+      for (auto [site, t] : saved)
+        setPollTime(site, t);
+      (void)sleepyProcs.stop();
+      row("actor ping-pong, Unix socket, no polling (MONARCH_POLL_US=0)", "µs",
+          sleeping, "raw Unix socket ping-pong, same bytes", raw, true);
     }
-    double sleeping =
-        repeat([&] { return actorPingPongUs(sleepyEcho, pingIterations); });
-    for (auto [site, t] : saved)
-      setPollTime(site, t);
-    (void)sleepyProcs.stop();
-    row("actor ping-pong, Unix socket, no polling (MONARCH_POLL_US=0)", "µs",
-        sleeping, "raw Unix socket ping-pong, same bytes", raw, true);
   }
 
   // TCP loopback: a controller runtime listening on TCP, workers on TCP.

@@ -69,11 +69,8 @@ void ActorCell::awaitNext() {
   auto budget = pollTime(PollSite::Actor);
   if (budget.count() <= 0 || somebodyPolls.exchange(true))
     return;
-  auto next = [&] { return queued.load(std::memory_order_acquire) > 1; };
-  if (poller)
-    poller->pollUntil(next, budget);
-  else
-    pollFor(budget, next);
+  pollWith(poller.get(), budget,
+           [&] { return queued.load(std::memory_order_acquire) > 1; });
   somebodyPolls.store(false);
 }
 

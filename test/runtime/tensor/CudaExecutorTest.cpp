@@ -68,6 +68,15 @@ struct CudaHarness : Harness {
     options.rootShape = {{"x", 1}};
     return options;
   }
+  /// Runs a warm-up plan (cuBLAS initialization, kernel loading: host work
+  /// of the first launches) and forgets its trace events. Its plan ends
+  /// with a status, before which a stream reports all its device spans.
+  void warmUp(PlanBuilder &w) {
+    run(w);
+    ASSERT_TRUE(failures.empty()) << allFailures();
+    std::lock_guard<std::mutex> lock(mutex);
+    traces.clear();
+  }
 };
 
 // The current CUDA stream and device of the calling stream thread, through
@@ -270,20 +279,13 @@ TEST(CudaTrace, DeviceSpansShowWhenTheGpuRanEachInstruction) {
   REQUIRE_GPU();
   CudaHarness h({}, /*trace=*/true);
   {
-    // Warm-up: cuBLAS initialization and kernel loading are host work of
-    // the first launch, not what this test looks at.
     PlanBuilder w({{"x", 1}});
     busyGpu(w, 0, 1);
     int64_t o = w.op(0, "aten::ones", "", {val::ints({4})}, 1, 0, onCuda);
     w.op(0, "aten::add", "Tensor", {val::ref(o), val::ref(o), val::scalar(1)});
     w.fetch(0, o);
-    // Its device spans are all reported before the status is (a stream
-    // reports its last ones when it next synchronizes or goes idle).
     w.status(0);
-    h.run(w);
-    ASSERT_TRUE(h.failures.empty()) << h.allFailures();
-    std::lock_guard<std::mutex> lock(h.mutex);
-    h.traces.clear();
+    ASSERT_NO_FATAL_FAILURE(h.warmUp(w));
   }
   PlanBuilder b({{"x", 1}});
   int64_t m =
@@ -379,10 +381,7 @@ TEST(CudaTrace, DeviceSpansOfTwoStreamsOverlapWhereTheirLaunchesDoNot) {
     int64_t o = w.op(0, "aten::ones", "", {val::ints({4})}, 1, compute, onCuda);
     w.fetch(0, o, compute);
     w.status(0);
-    h.run(w);
-    ASSERT_TRUE(h.failures.empty()) << h.allFailures();
-    std::lock_guard<std::mutex> lock(h.mutex);
-    h.traces.clear();
+    ASSERT_NO_FATAL_FAILURE(h.warmUp(w));
   }
   PlanBuilder b({{"x", 1}});
   int64_t compute = b.stream("compute");

@@ -115,11 +115,8 @@ public:
     auto budget = std::min<std::chrono::microseconds>(
         futurePollTime(),
         std::chrono::duration_cast<std::chrono::microseconds>(timeout));
-    auto ready = [&] { return state->done.load(std::memory_order_acquire); };
-    if (state->poller)
-      state->poller->pollUntil(ready, budget);
-    else
-      pollFor(budget, ready);
+    pollWith(state->poller.get(), budget,
+             [&] { return state->done.load(std::memory_order_acquire); });
     std::unique_lock<std::mutex> lock(state->mu);
     if (!state->cv.wait_for(lock, timeout,
                             [&] { return state->outcome.has_value(); }))

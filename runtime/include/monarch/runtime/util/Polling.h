@@ -110,6 +110,12 @@ public:
                          std::chrono::microseconds budget) = 0;
 };
 
+/// Polls with `poller` where there is one, the plain way (pollFor) without.
+template <typename Ready>
+bool pollWith(Poller *poller, std::chrono::microseconds budget, Ready &&ready) {
+  return poller ? poller->pollUntil(ready, budget) : pollFor(budget, ready);
+}
+
 } // namespace monarch
 
 #endif // MONARCH_RUNTIME_UTIL_POLLING_H
