@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The GPU machine's whole check in one call (see docs/building.md): builds the
-# runtime and the tensor engine against the machine's torch (2.11 + CUDA 13)
-# with the few Debian packages it lacks carried in .gpu-debs/ (fetch them here
-# with ../shared/tools/fetch-gpu-debs.sh .gpu-debs), then runs the GoogleTest
-# suites, CUDA/NCCL ones included. Logs go to $OUT (the device tool returns it).
+# runtime, the tensor engine and every Python extension against the machine's
+# torch (pip torch 2.11 + CUDA 13, its python3 and pybind11) with the few
+# Debian packages it lacks carried in .gpu-debs/ (fetch them here with
+# ../shared/tools/fetch-gpu-debs.sh .gpu-debs), then runs the GoogleTest
+# suites (CUDA/NCCL ones included), the Python suite with CUDA tensors on real
+# worker processes, and a traced program and the pipeline job end to end from
+# Python. Logs go to $OUT (the device tool returns it).
 #
-#   device run:  scripts/gpu-check.sh            (carry: .gpu-debs)
-#   GPU_CHECK_BUILD_ONLY=1 builds without running the tests.
+#   device run:  scripts/gpu-check.sh            (carry: .gpu-debs .gpu-tools)
+#   GPU_CHECK_BUILD_ONLY=1 builds without running the tests;
+#   GPU_CHECK_ONLY="cpp python e2e" runs only those parts (default: all).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-$PWD/build-gpu/out}
@@ -41,7 +45,11 @@ fi
 } 2>&1 | tee "$out/machine.txt"
 
 set -o pipefail
+# -DMONARCH_REQUIRE_PYTHON_EXTENSIONS=ON: a Python extension that cannot be
+# built fails the configure (the interpreter is the python3 on PATH, the one
+# whose torch the build links: frontend/cmake/FindMonarchPython.cmake).
 cmake -S . -B build-gpu -G Ninja -DMONARCH_ENABLE_COMPILER=OFF -DMONARCH_ENABLE_FUZZERS=OFF \
+  -DMONARCH_REQUIRE_PYTHON_EXTENSIONS=ON \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$deps/usr" 2>&1 | tee "$out/configure.log" | grep -E "monarch|Error" 
 status=${PIPESTATUS[0]}
 [ "$status" -eq 0 ] || { echo "configure failed"; tail -40 "$out/configure.log"; exit 1; }
@@ -49,23 +57,63 @@ status=${PIPESTATUS[0]}
 if ! cmake --build build-gpu -j "$jobs" > "$out/build.log" 2>&1; then
   echo "build failed"; grep -E "error|Error" "$out/build.log" | head -40; exit 1
 fi
+for ext in _C _actors _rdma _tensor_worker; do
+  if ! ls build-gpu/python/monarch/$ext.*so >/dev/null 2>&1; then
+    echo "FAILED: the extension monarch.$ext was not built"; exit 1
+  fi
+done
+echo "extensions: $(cd build-gpu/python/monarch && ls *.so | tr '\n' ' ')"
 # GPU_CHECK_BUILD_ONLY=1: a device call that only benchmarks (scripts/gpu-bench.sh).
 [ "${GPU_CHECK_BUILD_ONLY:-0}" = 1 ] && exit 0
+part() { [ -z "${GPU_CHECK_ONLY:-}" ] || [[ " $GPU_CHECK_ONLY " == *" $1 "* ]]; }
+rc=0
+cross=0
+if part cpp; then
+  (cd build-gpu && ctest -j "$jobs" --timeout 300 --output-on-failure \
+     -E 'runtime\.MultiHostGpuLoopback' \
+     --output-junit "$out/ctest.xml") > "$out/ctest.log" 2>&1
+  rc=$?
+  grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|Skipped|\*\*\*" "$out/ctest.log" | tail -40
+  # Device-time trace events (issues 7 and 10): these must say Passed here.
+  grep -E "CudaTrace\." "$out/ctest.log"
 
-(cd build-gpu && ctest -j "$jobs" --timeout 300 --output-on-failure \
-   -E 'runtime\.MultiHostGpuLoopback' \
-   --output-junit "$out/ctest.xml") > "$out/ctest.log" 2>&1
-rc=$?
-grep -E "tests passed|tests failed|\(Failed\)|\(Timeout\)|Skipped|\*\*\*" "$out/ctest.log" | tail -40
-# Device-time trace events (issues 7 and 10): these must say Passed here.
-grep -E "CudaTrace\." "$out/ctest.log"
+  # NCCL across two loopback "hosts" with a GPU each (docs/multi-host.md), run
+  # verbosely: its verdict, and the backend each worker's communicator took.
+  (cd build-gpu && ctest -R 'runtime\.MultiHostGpuLoopback' -V --timeout 300) \
+    > "$out/cross-host-gpu.log" 2>&1
+  cross=$?
+  grep -E "tests passed|tests failed|loopback-gpu-hosts: SKIP|on gh[01]\] monarch debug: cuda: communicator|\[  (PASSED|FAILED) " \
+    "$out/cross-host-gpu.log" | sort -u | head -12
+fi
 
-# NCCL across two loopback "hosts" with a GPU each (docs/multi-host.md), run
-# verbosely: its verdict, and the backend each worker's communicator took.
-(cd build-gpu && ctest -R 'runtime\.MultiHostGpuLoopback' -V --timeout 300) \
-  > "$out/cross-host-gpu.log" 2>&1
-cross=$?
-grep -E "tests passed|tests failed|loopback-gpu-hosts: SKIP|on gh[01]\] monarch debug: cuda: communicator|\[  (PASSED|FAILED) " \
-  "$out/cross-host-gpu.log" | sort -u | head -12
+# The Python suite with CUDA tensors on real worker processes (each test that
+# builds tensors takes the `device` fixture: $MONARCH_TEST_DEVICE).
+export MONARCH_OPT=${MONARCH_OPT:-$PWD/build-gpu/bin/monarch-opt}
+export MONARCH_RUN=$PWD/build-gpu/bin/monarch-run
+py_rc=0
+if part python; then
+  MONARCH_TEST_DEVICE=cuda PYTHONPATH=build-gpu/python PYTHONUNBUFFERED=1 timeout 1200 \
+    $py -m pytest -q -p no:cacheprovider -n "${GPU_CHECK_PYTEST_WORKERS:-4}" \
+    --junitxml="$out/pytest.xml" test/python > "$out/pytest.log" 2>&1
+  py_rc=$?
+  tail -n 25 "$out/pytest.log"
+fi
+
+# End to end from Python, as a user runs it: a traced program run on workers
+# (monarch.trace(...).run()) and the pipeline job on CUDA tensors.
+e2e_rc=0
+if part e2e; then
+  work=$(mktemp -d)
+  { PYTHONPATH=build-gpu/python timeout 300 $py examples/trace_run.py --device cuda \
+      && PYTHONPATH=build-gpu/python timeout 600 $py examples/pipeline/run.py --device cuda \
+         --pp 2 --dp 1 --hidden 512 --microbatches 8 --batch 64 --steps 5 --reference \
+         --out "$work/pipeline"; } > "$out/e2e.log" 2>&1
+  e2e_rc=$?
+  rm -rf "$work"
+  tail -n 20 "$out/e2e.log"
+fi
+echo "gpu-check: ctest rc=$rc cross-host rc=$cross pytest rc=$py_rc e2e rc=$e2e_rc"
 [ "$rc" -ne 0 ] && exit $rc
+[ "$py_rc" -ne 0 ] && exit $py_rc
+[ "$e2e_rc" -ne 0 ] && exit $e2e_rc
 exit $cross

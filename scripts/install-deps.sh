@@ -17,6 +17,7 @@ packages=(
   iproute2 slurm-wlm munge
   # Python frontend (for /usr/bin/python3)
   python3-torch python3-pytest python3-dev pybind11-dev python3-pybind11 python3-numpy python3-protobuf
+  python3-cloudpickle
 )
 
 missing=()

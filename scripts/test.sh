@@ -15,7 +15,7 @@ jobs=${MONARCH_JOBS:-2}
 # in another folder): paths under the repo are hashed relative to it.
 export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
 
-cmake -S . -B "$build" -G Ninja ${MONARCH_CMAKE_ARGS:-} || { echo "0 passed, 1 failed"; exit 1; }
+cmake -S . -B "$build" -G Ninja -DMONARCH_REQUIRE_PYTHON_EXTENSIONS=ON ${MONARCH_CMAKE_ARGS:-} || { echo "0 passed, 1 failed"; exit 1; }
 cmake --build "$build" -j "$jobs" || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
 
 rm -rf "$results"

@@ -6,8 +6,8 @@
 // TensorWorker actor -- the same Executor as monarch-tensor-worker -- in a
 // process that can also run Python: it installs a resolver in the executor's
 // function registry that turns "python:<module>:<qualname>" (and the
-// "python-meta:" probe) into a call of monarch._remote_exec.call with the
-// GIL held, and gives the executors a bridge to this process's Python actors
+// "python-meta:" probe; "python:@<digest>:<qualname>" for a function sent by
+// value) into a call of monarch._remote_exec.call with the GIL held, and gives the executors a bridge to this process's Python actors
 // (call_actor, the rref adverb). Tensors cross as the same at::Tensor objects
 // (this process's libtorch is the one torch's Python bindings use), so shards
 // are not copied.
@@ -83,23 +83,19 @@ std::vector<at::Tensor> tensorsOf(const py::object &out,
   return results;
 }
 
-/// A Python remote function, by the name the controller sent.
-TensorFunction pythonFunction(const std::string &name) {
-  return [name](const std::vector<c10::IValue> &args) {
+/// A Python remote function, by the name the controller sent and the
+/// by-value definition (a cloudpickle) it carried, if any.
+TensorFunction pythonFunction(const std::string &name,
+                              const std::string &definition) {
+  return [name, definition](const std::vector<c10::IValue> &args) {
     py::gil_scoped_acquire gil;
     try {
       py::list in;
       for (const auto &a : args)
         in.append(toPy(a));
-      py::object out =
-          py::module_::import("monarch._remote_exec").attr("call")(name, in);
-      std::vector<at::Tensor> results;
-      for (py::handle item : out) {
-        if (!THPVariable_Check(item.ptr()))
-          throw std::runtime_error(name + " returned a non-tensor");
-        results.push_back(THPVariable_Unpack(item.ptr()));
-      }
-      return results;
+      py::object out = py::module_::import("monarch._remote_exec")
+                           .attr("call")(name, in, py::bytes(definition));
+      return tensorsOf(out, name);
     } catch (py::error_already_set &e) {
       throw std::runtime_error(pythonError(e));
     }
@@ -135,9 +131,10 @@ PYBIND11_MODULE(_tensor_worker, m) {
   monarch::tensor::setProcessActorBridge(std::make_shared<PythonActorBridge>());
   monarch::tensor::registerTensorWorker();
   monarch::tensor::FunctionRegistry::global().setResolver(
-      [](const std::string &name) -> TensorFunction {
+      [](const std::string &name,
+         const std::string &definition) -> TensorFunction {
         if (name.rfind("python:", 0) == 0 || name.rfind("python-meta:", 0) == 0)
-          return pythonFunction(name);
+          return pythonFunction(name, definition);
         return nullptr;
       });
 }

@@ -383,9 +383,17 @@ def test_unhandled_event_at_the_controller_is_reported(procs, capfd):
 # -- an actor defined in the controller's __main__ ----------------------------------
 
 def test_main_defined_actor(tmp_path):
+    """A script as Monarch's examples write it -- classes and spawns at the top
+    level, no __main__ guard: the classes (and a class local to a function)
+    travel by value; the workers never run the script."""
     script = tmp_path / "main_actor.py"
-    script.write_text(textwrap.dedent("""
+    runs = tmp_path / "runs.txt"
+    script.write_text(textwrap.dedent(f"""
+        import os
         from monarch.actor import Actor, endpoint, this_host
+
+        with open({str(runs)!r}, "a") as f:   # once per execution of this file
+            f.write(f"{{os.getpid()}}\\n")
 
         class Greeter(Actor):
             def __init__(self, greeting):
@@ -393,23 +401,32 @@ def test_main_defined_actor(tmp_path):
 
             @endpoint
             def greet(self, name):
-                return f"{self.greeting}, {name}"
+                return f"{{self.greeting}}, {{name}}"
 
         class Parent(Actor):
             @endpoint
             def children_greet(self, name):
                 # an actor spawning actors of the script's classes
-                self.procs = this_host().spawn_procs({"gpu": 1}, backend="sim")
+                self.procs = this_host().spawn_procs({{"gpu": 1}}, backend="sim")
                 kids = self.procs.spawn("kids", Greeter, "hi")
                 return kids.greet.call_one(name).get()
 
-        if __name__ == "__main__":
-            procs = this_host().spawn_procs({"gpu": 2}, backend="sim")
-            greeters = procs.spawn("greeters", Greeter, "hello")
-            print(greeters.greet.call("world").get().values())
-            parent = procs.slice(gpu=0).spawn("parent", Parent)
-            print(parent.children_greet.call_one("kid").get())
-            procs.stop()
+        def make_local_class():
+            class Local(Actor):
+                @endpoint
+                def twice(self, x):
+                    return [x, x]
+            return Local
+
+        procs = this_host().spawn_procs({{"gpu": 2}}, backend="sim")
+        greeters = procs.spawn("greeters", Greeter, "hello")
+        print(greeters.greet.call("world").get().values())
+        parent = procs.slice(gpu=0).spawn("parent", Parent)
+        print(parent.children_greet.call_one("kid").get())
+        local = procs.spawn("local", make_local_class())
+        print(local.slice(gpu=1).twice.call_one(3).get())
+        print("sent back", greeters.slice(gpu=0).greet.call_one(Greeter).get().startswith("hello"))
+        procs.stop()
     """))
     env = dict(os.environ)
     out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
@@ -417,3 +434,7 @@ def test_main_defined_actor(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "['hello, world', 'hello, world']" in out.stdout
     assert "hi, kid" in out.stdout
+    assert "[3, 3]" in out.stdout
+    assert "sent back True" in out.stdout
+    # Only the controller ran the script: no worker re-ran its top level.
+    assert len(runs.read_text().split()) == 1, runs.read_text()

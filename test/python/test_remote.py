@@ -6,8 +6,9 @@ Run: PYTHONPATH=build/python /usr/bin/python3 -m pytest test/python/test_remote.
 
 Each scenario runs on the in-process simulation ("sim") and on Python tensor
 workers (backend "c", tensor_worker="python": the C++ executor in Python
-worker processes); the remote functions are module-level so the workers
-import them by module and name.
+worker processes). Module-level remote functions are imported by the
+workers by module and name; lambdas, closures and functions of the
+controller's __main__ travel by value (cloudpickle).
 """
 
 from __future__ import annotations
@@ -129,11 +130,27 @@ def test_remote_exception_is_reported_at_the_use(mesh):
             monarch.inspect(b, gpu=0)
 
 
-def test_remote_rejects_lambdas_and_bad_propagate():
-    with pytest.raises(ValueError, match="module-level"):
-        monarch.remote(lambda x: x)
+def test_remote_rejects_bad_propagate():
     with pytest.raises(ValueError, match="propagate"):
         monarch.remote(_scaled_matmul, propagate="inspect")
+    with pytest.raises(TypeError, match="propagate"):
+        monarch.remote(_scaled_matmul, propagate=3)
+
+
+def test_lambdas_and_local_functions_travel_by_value(mesh):
+    scale = 3.0
+
+    def local_scale(x):  # a closure: no worker could import it
+        return x * scale
+
+    by_value = [monarch.remote(lambda x: x + 1, propagate=lambda x: x),
+                monarch.remote(local_scale, propagate=lambda x: x)]
+    assert all(f.name.startswith("python:@") for f in by_value)
+    assert not matmul.name.startswith("python:@")  # importable: by name
+    with mesh.activate():
+        x = torch.ones(2) + mesh.rank("gpu")
+        y = by_value[1](by_value[0](x))
+    assert monarch.inspect(y, gpu=1).tolist() == [9.0, 9.0]
 
 
 def test_remote_outside_a_mesh_is_an_ordinary_call():
@@ -224,22 +241,25 @@ def test_main_defined_remote_function(tmp_path):
     if all(importlib.util.find_spec(m) for m in ("monarch._C", "monarch._tensor_worker")):
         backends.append(repr(_PYTHON_WORKERS))
     script = tmp_path / "main_remote.py"
+    runs = tmp_path / "runs.txt"
     script.write_text(textwrap.dedent(f"""
         import torch
         import monarch
         from monarch.actor import this_host
 
+        with open({str(runs)!r}, "a") as f:   # once per execution of this file
+            f.write("ran\\n")
+
         @monarch.remote(propagate=lambda x: x)
         def double(x):
             return x * 2
 
-        if __name__ == "__main__":
-            for kwargs in [{", ".join(backends)}]:
-                mesh = this_host().spawn_procs({{"gpu": 2}}, **kwargs)
-                with mesh.activate():
-                    y = double(torch.ones(2) + mesh.rank("gpu"))
-                print(kwargs["backend"], monarch.inspect(y, gpu=1).tolist())
-                mesh.stop()
+        for kwargs in [{", ".join(backends)}]:
+            mesh = this_host().spawn_procs({{"gpu": 2}}, **kwargs)
+            with mesh.activate():
+                y = double(torch.ones(2) + mesh.rank("gpu"))
+            print(kwargs["backend"], monarch.inspect(y, gpu=1).tolist())
+            mesh.stop()
     """))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          timeout=300)
@@ -247,3 +267,5 @@ def test_main_defined_remote_function(tmp_path):
     assert "sim [4.0, 4.0]" in out.stdout
     if len(backends) == 2:
         assert "c [4.0, 4.0]" in out.stdout
+    # Sent by value: no worker re-ran the script's top level.
+    assert runs.read_text().split() == ["ran"], runs.read_text()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import io
 import os
 import pickle
 import re
@@ -30,11 +29,11 @@ import time
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from . import _pickling
 from ._errors import SupervisionError as _BaseSupervisionError
 from ._mesh_view import MeshView
 
 FLAG_NO_REPLY = 1  # kept in step with _worker.py
-_TENSOR_FRAME_MIN = 64 * 1024  # tensors at least this big travel as raw frames
 _FOREVER_MS = 10**9
 
 
@@ -106,37 +105,9 @@ def _raise_status(code: str, message: str, endpoint: str) -> None:
                      f"{code}: {message}")
 
 
-# -- pickling with raw frames ----------------------------------------------------
-
-def _rebuild_tensor(buf: Any, dtype: Any, shape: Tuple[int, ...]) -> Any:
-    import torch
-
-    flat = torch.frombuffer(bytearray(buf), dtype=torch.uint8)
-    return flat.view(dtype).reshape(shape)
-
-
-class _Pickler(pickle.Pickler):
-    def reducer_override(self, obj: Any) -> Any:  # noqa: D401
-        torch = sys.modules.get("torch")
-        if torch is not None and type(obj) is torch.Tensor:
-            t = obj
-            if (t.device.type == "cpu" and t.layout == torch.strided and not t.requires_grad
-                    and t.numel() * t.element_size() >= _TENSOR_FRAME_MIN):
-                raw = t.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
-                return _rebuild_tensor, (pickle.PickleBuffer(raw), t.dtype, tuple(t.shape))
-        return NotImplemented
-
-
-def dumps(obj: Any) -> List[Any]:
-    """[pickle, out-of-band buffers...]: each becomes one frame."""
-    buffers: List[pickle.PickleBuffer] = []
-    out = io.BytesIO()
-    _Pickler(out, protocol=5, buffer_callback=buffers.append).dump(obj)
-    return [out.getbuffer()] + [b.raw() for b in buffers]
-
-
-def loads(frames: Sequence[Any]) -> Any:
-    return pickle.loads(memoryview(frames[0]), buffers=[memoryview(f) for f in frames[1:]])
+# Values travel as frames: see _pickling (cloudpickle, raw tensor frames).
+dumps = _pickling.dumps
+loads = _pickling.loads
 
 
 # -- endpoints -------------------------------------------------------------------
@@ -357,8 +328,14 @@ _counter = [0]
 
 
 def _actors_ext() -> Any:
-    from . import _actors  # type: ignore[attr-defined]
-
+    try:
+        from . import _actors  # type: ignore[attr-defined]
+    except ImportError as e:
+        raise ImportError(
+            f"monarch._actors (Python actors on the C++ runtime) is not built in the monarch "
+            f"package at {os.path.dirname(os.path.abspath(__file__))}: build it with cmake "
+            f"(docs/building.md; it needs pybind11 and the development headers of this "
+            f"Python, {sys.executable}) and run with PYTHONPATH=build/python ({e})") from None
     return _actors
 
 
@@ -375,14 +352,11 @@ def _worker_command(kind: str, python: str = "",
     process's ``sys.path`` after ``pythonpath``."""
     root = _python_root()
     script = os.path.join(root, "monarch", "_worker.py")
-    main = sys.modules.get("__main__")
-    main_file = os.path.abspath(main.__file__) if getattr(main, "__file__", None) else ""
     paths = list(pythonpath) + [p for p in sys.path if p]
     env = {
         "MONARCH_PYTHON_ROOT": root,
         "MONARCH_WORKER_KIND": kind,
         "MONARCH_PYTHON_PATH": os.pathsep.join(paths),
-        "MONARCH_MAIN_FILE": main_file,
     }
     return python or sys.executable, ["-u", script], env
 
@@ -601,18 +575,6 @@ def _sliced(handle: Any, shape: List[Tuple[str, int]], ranges: List[Tuple[int, i
     return handle
 
 
-def _main_source() -> Optional[Tuple[str, str]]:
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    if not path:
-        return None
-    try:
-        with open(path) as f:
-            return (os.path.abspath(path), f.read())
-    except OSError:
-        return None
-
-
 def spawn(proc_mesh: Any, name: str, actor_class: type, *args: Any, **kwargs: Any) -> "ActorMesh":
     """``proc_mesh.spawn(name, ActorClass, *args, **kwargs)``: one actor per proc
     of the view, constructed on its worker before this returns."""
@@ -626,12 +588,8 @@ def spawn(proc_mesh: Any, name: str, actor_class: type, *args: Any, **kwargs: An
         raise NotImplementedError(
             f"spawning actors on a view whose ranks {ranks} are not a box of the root mesh")
     procs = _sliced(state.procs, state.shape, ranges)
+    # Classes of the controller's __main__ travel by value (_pickling).
     payload = dumps((actor_class, args, kwargs))
-    # In a worker the controller's __main__ runs as __mp_main__ (an actor
-    # spawning actors of the script's classes ships the same source on).
-    pickled = bytes(payload[0])
-    needs_main = (actor_class.__module__ in ("__main__", "__mp_main__")
-                  or b"__main__" in pickled or b"__mp_main__" in pickled)
     addr, port = state.procs.supervision_port()
     header = {
         "mesh": name,
@@ -640,7 +598,6 @@ def spawn(proc_mesh: Any, name: str, actor_class: type, *args: Any, **kwargs: An
         "sizes": list(view.sizes),
         "ranks": ranks,
         "sys_path": [p for p in sys.path if p],
-        "main": _main_source() if needs_main else None,
     }
     frames = [pickle.dumps(header, protocol=5)] + payload
     handle = procs.spawn(name, frames)

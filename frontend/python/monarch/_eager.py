@@ -59,12 +59,15 @@ class EagerSink:
         self.s.send(inst)
 
     def call_function(self, name: str, args: Sequence[Any], results: List[Any], mesh: Any,
-                      stream: Any, loc: str) -> None:
-        """A function the workers run by name (monarch.remote)."""
+                      stream: Any, loc: str, definition: bytes = b"") -> None:
+        """A function the workers run by name (monarch.remote); ``definition``
+        is its by-value pickle when the workers cannot import it."""
         mid, sid = self._ids(mesh, stream)
         inst = self.s.instruction(mid, sid, loc)
         call = inst.call_function
         call.name = name
+        if definition:
+            call.definition = definition
         for a in args:
             call.args.append(to_value(a, "", lambda t: t._ref.id))
         call.results.extend(r._ref.id for r in results)

@@ -20,13 +20,14 @@ shapes come from ``propagate`` --
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import _remote_exec, _stream
+from . import _pickling, _remote_exec, _stream
 from ._errors import usage
 from ._location import user_location
 
@@ -43,17 +44,14 @@ class Remote:
             raise ValueError(f"propagate must be a callable, 'cached' or None, not {propagate!r}")
         if propagate is not None and not isinstance(propagate, str) and not callable(propagate):
             raise TypeError(f"propagate must be a callable, 'cached' or None, not {propagate!r}")
-        qualname = getattr(fn, "__qualname__", "")
-        if not qualname or "<locals>" in qualname or "<lambda>" in qualname:
-            raise ValueError(
-                f"remote needs a module-level function (workers find it by module and name); "
-                f"{qualname or fn!r} is not one")
+        qualname = getattr(fn, "__qualname__", "") or getattr(fn, "__name__", "fn")
         self._fn = fn
         self._propagate = propagate
-        self.name = f"{_remote_exec.PREFIX}{fn.__module__}:{qualname}"
-        meta_name = _remote_exec.META_PREFIX + self.name[len(_remote_exec.PREFIX):]
+        self._qualname = qualname
+        self._identity: Optional[Tuple[str, bytes]] = None
         self._cached = CachedMeta(lambda sink, a, results, mesh, stream, loc: sink.call_function(
-            meta_name, a, results, mesh, stream, loc))
+            _remote_exec.META_PREFIX + self.name[len(_remote_exec.PREFIX):], a, results, mesh,
+            stream, loc, self.definition))
         self.__name__ = getattr(fn, "__name__", "remote")
         self.__qualname__ = qualname
         self.__module__ = fn.__module__
@@ -63,12 +61,37 @@ class Remote:
     def _monarch_remote_fn(self) -> Callable[..., Any]:
         return self._fn
 
+    def _identify(self) -> Tuple[str, bytes]:
+        """(name, by-value definition) as the workers find the function:
+        decided at the first call, when a decorated function is already its
+        module's attribute. An importable function goes by module and name;
+        one of the controller's __main__ or a local one by value (a
+        cloudpickle named by its digest: each worker unpickles it once)."""
+        if self._identity is None:
+            fn = self._fn
+            if _pickling.by_reference(fn):
+                self._identity = (f"{_remote_exec.PREFIX}{fn.__module__}:{self._qualname}", b"")
+            else:
+                definition = _pickling.dumps_bytes(fn)
+                digest = hashlib.sha1(definition).hexdigest()[:20]
+                self._identity = (f"{_remote_exec.PREFIX}@{digest}:{self._qualname}",
+                                  definition)
+        return self._identity
+
+    @property
+    def name(self) -> str:
+        return self._identify()[0]
+
+    @property
+    def definition(self) -> bytes:
+        return self._identify()[1]
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return call_distributed(
             f"remote function {self.__qualname__}", self._fn, self._propagate, args, kwargs,
             None,
             lambda sink, a, results, mesh, stream, loc: sink.call_function(
-                self.name, a, results, mesh, stream, loc),
+                self.name, a, results, mesh, stream, loc, self.definition),
             probe=self._cached.meta)
 
 

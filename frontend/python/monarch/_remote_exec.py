@@ -1,8 +1,9 @@
 """The worker half of ``monarch.remote``: running a Python function by name.
 
 A ``call_function`` instruction names a remote function as
-``python:<module>:<qualname>`` (or ``python-meta:...``, the probe of
-``propagate="cached"``). Both tensor-worker kinds run it here: the Python
+``python:<module>:<qualname>``, or ``python:@<digest>:<qualname>`` for a
+function sent by value (its cloudpickle in the instruction's ``definition``),
+and ``python-meta:...`` for the probe of ``propagate="cached"``. Both tensor-worker kinds run it here: the Python
 tensor worker through the resolver its extension installs in the executor's
 function registry (frontend/csrc/TensorWorker.cpp), the in-process simulation
 (``_sim``) directly. Arguments arrive converted (distributed tensors as the
@@ -12,10 +13,7 @@ rank's local shards); the function returns a tensor or a tuple/list of them.
 from __future__ import annotations
 
 import importlib
-import os
-import sys
-import types
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import torch
 
@@ -31,46 +29,27 @@ DTYPES = [
 ]
 
 
-_main_module: Optional[types.ModuleType] = None
-
-
-def _load_main() -> types.ModuleType:
-    """The controller's ``__main__``: in the controller (the sim backend) the
-    module itself; in a worker its script (path in $MONARCH_MAIN_FILE) run
-    once as ``__mp_main__`` -- so its ``if __name__ == "__main__":`` block does
-    not run -- unless an actor spawn already shipped and ran it."""
-    global _main_module
-    if not os.environ.get("MONARCH_WORKER_KIND"):
-        return sys.modules["__main__"]
-    worker = sys.modules.get("monarch._worker")
-    if worker is not None and getattr(worker, "_main_loaded", None):
-        return sys.modules["__main__"]
-    if _main_module is None:
-        path = os.environ.get("MONARCH_MAIN_FILE", "")
-        if not path:
-            raise RuntimeError("the function is defined in the controller's __main__, "
-                               "which this worker cannot see")
-        mod = types.ModuleType("__mp_main__")
-        mod.__file__ = path
-        with open(path) as f:
-            exec(compile(f.read(), path, "exec"), mod.__dict__)
-        # multiprocessing aliases __mp_main__ to the worker's own __main__;
-        # both names now mean the controller's, as for shipped actor classes.
-        sys.modules["__mp_main__"] = mod
-        sys.modules["__main__"] = mod
-        _main_module = mod
-    return _main_module
-
-
-def resolve(name: str) -> Callable[..., Any]:
+def resolve(name: str, definition: bytes = b"") -> Callable[..., Any]:
+    """The function a ``call_function`` names: ``python:<module>:<qualname>``
+    is imported; ``python:@<digest>:<qualname>`` is unpickled from the
+    by-value ``definition`` the instruction carried (once per process)."""
     fn = _functions.get(name)
     if fn is not None:
         return fn
     _, module, qualname = name.split(":", 2)
-    obj: Any = _load_main() if module == "__main__" else importlib.import_module(module)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    fn = getattr(obj, "_monarch_remote_fn", obj)  # a Remote: its function
+    if module.startswith("@"):
+        if not definition:
+            raise RuntimeError(f"remote function {qualname} was sent by value but this worker "
+                               "never received its definition")
+        import pickle
+
+        fn = pickle.loads(definition)
+    else:
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        fn = obj
+    fn = getattr(fn, "_monarch_remote_fn", fn)  # a Remote: its function
     _functions[name] = fn
     return fn
 
@@ -92,10 +71,10 @@ def encode_meta(single: bool, tensors: List[torch.Tensor]) -> torch.Tensor:
     return torch.tensor(out, dtype=torch.int64)
 
 
-def call(name: str, args: List[Any]) -> List[torch.Tensor]:
+def call(name: str, args: List[Any], definition: bytes = b"") -> List[torch.Tensor]:
     """Runs the function named by a call_function instruction on this rank."""
     meta = name.startswith(META_PREFIX)
-    fn = resolve(PREFIX + name[len(META_PREFIX):] if meta else name)
+    fn = resolve(PREFIX + name[len(META_PREFIX):] if meta else name, definition)
     out = fn(*args)
     single, tensors = _flatten(out, name.split(":", 1)[1])
     if meta:

@@ -36,10 +36,21 @@ def backend_available(kind: str) -> bool:
 
 
 def default_backend_kind() -> str:
-    kind = os.environ.get("MONARCH_BACKEND", "")
-    if kind:
-        return kind
-    return "c" if _c_module() is not None else "sim"
+    """``$MONARCH_BACKEND``, else ``c``: the in-process simulation runs only
+    when asked for, never as a silent stand-in for missing workers."""
+    return os.environ.get("MONARCH_BACKEND", "") or "c"
+
+
+def missing_c_message() -> str:
+    here = os.path.dirname(os.path.abspath(__file__))
+    return (
+        f"monarch._C (the C++ controller that starts the worker processes) is not built in "
+        f"the monarch package at {here}. Build it with `cmake -S . -B build -G Ninja && "
+        f"cmake --build build` (docs/building.md; pybind11 and the development headers of the "
+        f"Python that imports your torch are needed) and run with PYTHONPATH=build/python; "
+        f"or pass backend='sim' (or MONARCH_BACKEND=sim) to spawn_procs for the in-process "
+        f"simulation of the workers."
+    )
 
 
 def _worker_path() -> str:
@@ -71,11 +82,16 @@ class Future:
         self._done = False
         self._value: Any = None
         self._error: Optional[BaseException] = None
+        self.source_device = ""
 
-    def _set(self, value: Any = None, error: Optional[BaseException] = None) -> None:
+    def _set(self, value: Any = None, error: Optional[BaseException] = None,
+             source_device: str = "") -> None:
         self._done = True
         self._value = value
         self._error = error
+        #: Where the value lived on the worker ("cpu", "cuda:0"); the value
+        #: itself is always on the controller's CPU.
+        self.source_device = source_device
 
     def done(self) -> bool:
         if not self._done:
@@ -182,9 +198,7 @@ class Session:
                     "process holds the worker's copy of the plan schema); use backend='sim'")
             _C = _c_module()
             if _C is None:
-                raise ImportError(
-                    "monarch._C is not built; build the frontend or set MONARCH_BACKEND=sim"
-                )
+                raise ImportError(missing_c_message())
             if self.tensor_worker == "python":
                 from ._actor_mesh import _launcher_path
 
@@ -364,7 +378,8 @@ class Session:
             if fut is None:
                 return
             if reply.WhichOneof("result") == "value":
-                fut._set(value=from_tensor_data(reply.value))
+                fut._set(value=from_tensor_data(reply.value),
+                         source_device=reply.source_device)
             else:
                 e = reply.error
                 fut._set(

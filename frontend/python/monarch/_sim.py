@@ -277,7 +277,7 @@ class SimBackend:
 
         try:
             with _local():  # the simulated worker runs plain torch
-                out = _remote_exec.call(call.name, args)
+                out = _remote_exec.call(call.name, args, call.definition)
             if len(out) != len(results):
                 # worded as the C++ executor's
                 self._fail(rank, inst, results, f"produced {len(out)} tensors but the "
@@ -336,6 +336,7 @@ class SimBackend:
             reply.error.CopyFrom(v.failure)
         else:
             reply.value.CopyFrom(tensor_data(v))
+            reply.source_device = str(v.device)
         self._event(rank, fetch=reply)
 
     def _borrow_create(self, rank: int, inst: "plan.Instruction") -> None:

@@ -126,6 +126,7 @@ class DTensor(torch.Tensor):
         self._fake = new._fake
         self._ref = new._ref
         self._mesh = new._mesh
+        self._device = getattr(new, "_device", None)
 
     # -- monarch API -----------------------------------------------------------
     @property
@@ -209,6 +210,50 @@ _DEVICE_FROM_INPUT = {
     "aten::rand_like", "aten::randn_like", "aten::randint_like", "aten::new_empty",
     "aten::new_empty_strided", "aten::new_zeros", "aten::new_ones", "aten::new_full",
 }
+
+
+# Ops that take tensors of different devices in torch (copies between
+# devices, indexing with CPU indices): the device check below skips them.
+_CROSS_DEVICE = {
+    "aten::copy_", "aten::_to_copy", "aten::_copy_from", "aten::_copy_from_and_resize",
+    "aten::to", "aten::index", "aten::index_put", "aten::index_put_",
+    "aten::_index_put_impl_", "aten::set_", "aten::lift", "aten::lift_fresh",
+    "aten::lift_fresh_copy",
+}
+
+
+def _device_of(t: "DTensor") -> torch.device:
+    """The device ``t`` lives on on the workers."""
+    d = getattr(t, "_device", None)
+    return d if d is not None else t._fake.device
+
+
+def _device_mix(what: str, a: torch.device, b: torch.device) -> RuntimeError:
+    return RuntimeError(
+        f"{what}: expected all tensors to be on the same device, but found {a} and {b}. A "
+        "tensor or nn.Module made under activate() without device= lives on the CPU: create "
+        "it with device=\"cuda\" or move it with .to(\"cuda\") (Module.to moves its "
+        "parameters)")
+
+
+def _check_devices(what: str, name: str, dts: List["DTensor"]) -> None:
+    """torch's rule, applied on the controller where the fake tensors cannot
+    (on a machine without a GPU they are all on the CPU): the tensors of an
+    op share one device type, CPU 0-d tensors (scalars) excepted. So a
+    program that mixes devices fails at the same call on a laptop as on the
+    GPU cluster. Device indices do not count: every worker maps ``cuda:N``
+    to its own GPU."""
+    if len(dts) < 2 or name in _CROSS_DEVICE:
+        return
+    first: Optional[torch.device] = None
+    for t in dts:
+        d = _device_of(t)
+        if d.type == "cpu" and t._fake.dim() == 0:
+            continue
+        if first is None:
+            first = d
+        elif d.type != first.type:
+            raise _device_mix(what, first, d)
 
 
 # -- active mesh ---------------------------------------------------------------------
@@ -529,6 +574,7 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
                     written.append(x)
     for t in written:
         _check_mutate(t, what)
+    _check_devices(what, name, dts)
 
     fake_args, fake_kwargs = tree_map(_to_fake, (args, kwargs))
     if name == "aten::arange" and fake_kwargs.get("dtype") is None:
@@ -543,6 +589,11 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
             with _fake_mode:
                 out = func(*fake_args, **fake_kwargs)
     except Exception as e:  # shape errors and friends: raise at the call site
+        text = str(e)
+        if "found two different devices" in text:  # FakeTensor's wording of a mix
+            devices = [_device_of(t) for t in dts]
+            raise _device_mix(what, devices[0], next(
+                (d for d in devices if d != devices[0]), devices[0])) from None
         if type(e) in (RuntimeError, ValueError, TypeError, IndexError):
             raise type(e)(str(e)) from None
         raise

@@ -21,7 +21,6 @@ import pickle
 import sys
 import threading
 import traceback
-import types
 from typing import Any, Dict, List, Optional
 
 # Flags of "call" (kept in step with _actor_mesh.py).
@@ -40,7 +39,6 @@ _current: contextvars.ContextVar[Optional[Dict[str, Any]]] = contextvars.Context
 _current_instance: contextvars.ContextVar[Any] = contextvars.ContextVar(
     "monarch_actor_instance", default=None
 )
-_main_loaded: Optional[str] = None
 # The actors of this process by actor mesh name (call_actor finds them).
 _local_actors: Dict[str, Any] = {}
 _loop_local = threading.local()
@@ -65,22 +63,6 @@ def _loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-def _load_main(path: str, source: str) -> None:
-    """Runs the controller's ``__main__`` as ``__mp_main__`` (as multiprocessing's
-    spawn does: code under ``if __name__ == "__main__":`` does not run), so that
-    classes and functions pickled as ``__main__.X`` resolve."""
-    global _main_loaded
-    if _main_loaded == source:
-        return
-    mod = types.ModuleType("__mp_main__")
-    mod.__file__ = path
-    mod.__builtins__ = __builtins__  # type: ignore[attr-defined]
-    sys.modules["__mp_main__"] = mod
-    sys.modules["__main__"] = mod
-    exec(compile(source, path or "<controller __main__>", "exec"), mod.__dict__)
-    _main_loaded = source
-
-
 def _format_error(what: str) -> str:
     return f"{what}\n{traceback.format_exc()}"
 
@@ -95,9 +77,6 @@ def construct(frames: List[Any], ctx: Dict[str, Any]) -> Any:
         for entry in header.get("sys_path", []):
             if entry not in sys.path:
                 sys.path.append(entry)
-        if header.get("main"):
-            path, source = header["main"]
-            _load_main(path, source)
         cls, args, kwargs = am.loads(frames[1:])
         info = _context_info(header, ctx)
         info["owner_port"] = header.get("owner_port")

@@ -216,14 +216,15 @@ void FunctionRegistry::setResolver(FunctionResolver r) {
   resolver = std::move(r);
 }
 
-TensorFunction FunctionRegistry::find(const std::string &name) {
+TensorFunction FunctionRegistry::find(const std::string &name,
+                                      const std::string &definition) {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = functions.find(name);
   if (it != functions.end())
     return it->second;
   if (!resolver)
     return nullptr;
-  TensorFunction fn = resolver(name);
+  TensorFunction fn = resolver(name, definition);
   if (fn)
     functions[name] = fn;
   return fn;
@@ -1196,7 +1197,8 @@ struct Executor::Impl {
 
   void callFunction(const plan::Instruction &inst) {
     const auto &call = inst.call_function();
-    TensorFunction fn = FunctionRegistry::global().find(call.name());
+    TensorFunction fn =
+        FunctionRegistry::global().find(call.name(), call.definition());
     if (!fn)
       return failStatic(inst, "no function registered as '" + call.name() + "'",
                         definedRefs(inst));
@@ -1564,6 +1566,8 @@ struct Executor::Impl {
                   } else {
                     try {
                       toTensorData(cell->value.tensor, reply.mutable_value());
+                      reply.set_source_device(
+                          cell->value.tensor.device().str());
                     } catch (const std::exception &e) {
                       setError(*rootError(*i, errorMessage(e)));
                     }

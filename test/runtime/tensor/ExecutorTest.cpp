@@ -706,30 +706,46 @@ TEST(Executor, RegisteredFunctionsAndActorEndpoints) {
 }
 
 TEST(Executor, FunctionResolverMakesUnregisteredNamesOnFirstUse) {
-  std::vector<std::string> asked;
+  std::vector<std::pair<std::string, std::string>> asked;
   FunctionRegistry::global().setResolver(
-      [&asked](const std::string &name) -> TensorFunction {
-        asked.push_back(name);
+      [&asked](const std::string &name,
+               const std::string &definition) -> TensorFunction {
+        asked.emplace_back(name, definition);
         if (name.rfind("resolved:", 0) != 0)
           return nullptr;
-        return [](const std::vector<c10::IValue> &args) {
-          return std::vector<at::Tensor>{args[0].toTensor() + 1};
+        // A by-value definition says what to add (the Python worker
+        // unpickles a function from it).
+        float add = definition.empty() ? 1.f : std::stof(definition);
+        return [add](const std::vector<c10::IValue> &args) {
+          return std::vector<at::Tensor>{args[0].toTensor() + add};
         };
       });
   PlanBuilder b({{"x", 1}});
   int64_t x = b.op(0, "aten::ones", "", {val::ints({2})});
-  int64_t r1 = b.ref(), r2 = b.ref(), r3 = b.ref();
+  int64_t r1 = b.ref(), r2 = b.ref(), r3 = b.ref(), r4 = b.ref(), r5 = b.ref();
   callFn(b, 0, "resolved:plus1", {val::ref(x)}, {r1});
   callFn(b, 0, "resolved:plus1", {val::ref(r1)}, {r2});
   int64_t unknownId = callFn(b, 0, "unresolved", {val::ref(x)}, {r3}).id();
-  int64_t f2 = b.fetch(0, r2), f3 = b.fetch(0, r3);
+  callFn(b, 0, "resolved:@by-value", {val::ref(x)}, {r4})
+      .mutable_call_function()
+      ->set_definition("10");
+  // Later calls of a by-value name may carry the definition again: the
+  // function made the first time is kept.
+  callFn(b, 0, "resolved:@by-value", {val::ref(r4)}, {r5})
+      .mutable_call_function()
+      ->set_definition("10");
+  int64_t f2 = b.fetch(0, r2), f3 = b.fetch(0, r3), f5 = b.fetch(0, r5);
   Harness h;
   h.run(b);
   FunctionRegistry::global().setResolver(nullptr);
   EXPECT_TRUE(at::equal(h.value(f2), at::full({2}, 3.f)));
   EXPECT_EQ(h.error(f3).instruction(), unknownId);
+  EXPECT_TRUE(at::equal(h.value(f5), at::full({2}, 21.f)));
   // Asked once per name: a function it made is kept.
-  EXPECT_EQ(asked, (std::vector<std::string>{"resolved:plus1", "unresolved"}));
+  using Asked = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(asked, (Asked{{"resolved:plus1", ""},
+                          {"unresolved", ""},
+                          {"resolved:@by-value", "10"}}));
 }
 
 } // namespace

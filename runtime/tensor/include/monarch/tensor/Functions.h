@@ -24,10 +24,13 @@ namespace monarch::tensor {
 using TensorFunction =
     std::function<std::vector<at::Tensor>(const std::vector<c10::IValue> &)>;
 
-/// Makes the function for a name no one registered (null: unknown). The
-/// Python tensor worker installs one that resolves "python:module:qualname"
-/// to a Python function (monarch.remote, docs/python.md).
-using FunctionResolver = std::function<TensorFunction(const std::string &)>;
+/// Makes the function for a name no one registered (null: unknown), given
+/// the by-value definition the instruction carried ("" when it names the
+/// function only). The Python tensor worker installs one that resolves
+/// "python:module:qualname" to a Python function, and "python:@digest:name"
+/// to the function pickled in the definition (monarch.remote, docs/python.md).
+using FunctionResolver = std::function<TensorFunction(
+    const std::string &name, const std::string &definition)>;
 
 class FunctionRegistry {
 public:
@@ -36,8 +39,10 @@ public:
   void add(const std::string &name, TensorFunction fn);
   /// Consulted by find() for unknown names; a function it makes is kept.
   void setResolver(FunctionResolver resolver);
-  /// Null when unknown.
-  TensorFunction find(const std::string &name);
+  /// Null when unknown. `definition` goes to the resolver when `name` is
+  /// new; a name once resolved keeps its function.
+  TensorFunction find(const std::string &name,
+                      const std::string &definition = {});
 
 private:
   std::mutex mutex;
