@@ -2,13 +2,19 @@
 //
 // mlir-opt with the monarch dialect and passes, plus the upstream dialects a
 // traced program uses (func, scf, arith, tensor) and the core transforms
-// (canonicalize, cse, ...). Every mlir-opt flag works.
+// (canonicalize, cse, ...). Every mlir-opt flag works. With the trace import
+// built, a traced program (*.trace, *.trace.txt) is an input too: it is
+// imported into the dialect before the passes run (TraceOptMain.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "monarch/Compiler/Transforms/Passes.h"
 #ifdef MONARCH_HAVE_PLAN_LOWERING
 #include "monarch/Compiler/Lowering/LowerToPlan.h"
+#endif
+#ifdef MONARCH_HAVE_TRACE_IMPORT
+#include "monarch/Compiler/Import/ExportTrace.h"
+#include "monarch/Compiler/Import/TraceOptMain.h"
 #endif
 #include "monarch/Dialect/Monarch/IR/MonarchDialect.h"
 
@@ -47,7 +53,18 @@ int main(int argc, char **argv) {
 #ifdef MONARCH_HAVE_PLAN_LOWERING
   monarch::registerMonarchLoweringPasses();
 #endif
+#ifdef MONARCH_HAVE_TRACE_IMPORT
+  monarch::registerMonarchTracePasses();
+  return mlir::asMainReturnCode(monarch::traceOptMain(
+      argc, argv,
+      "monarch optimizer: the monarch dialect and its passes\n\n"
+      "The input is MLIR (text or bytecode) or a traced program "
+      "(monarch.plan.TracedProgram:\n*.trace binary, *.trace.txt protobuf "
+      "text), imported into the dialect first.\n",
+      registry));
+#else
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "monarch optimizer: the monarch dialect and its passes\n",
       registry));
+#endif
 }

@@ -68,7 +68,8 @@ using InstList = google::protobuf::RepeatedPtrField<plan::Instruction>;
 
 class PlanLowering {
 public:
-  explicit PlanLowering(ModuleOp module) : module(module), symbols(module) {}
+  PlanLowering(ModuleOp module, std::map<int64_t, plan::TensorMeta> *refTypes)
+      : module(module), symbols(module), refTypes(refTypes) {}
 
   FailureOr<plan::Program> run(StringRef entryName);
 
@@ -110,6 +111,9 @@ private:
 
   ModuleOp module;
   SymbolTable symbols;
+  /// Where to record the local type of every ref made for an IR value, if
+  /// anywhere (the trace export).
+  std::map<int64_t, plan::TensorMeta> *refTypes;
   plan::Program program;
   /// The instruction list being written (the program or a recording body).
   InstList *out = nullptr;
@@ -376,6 +380,20 @@ int64_t PlanLowering::newRef(Value value, int64_t mesh, int64_t stream) {
   if (value) {
     refs[value] = ref;
     valueMeshes[value] = mesh;
+    if (refTypes) {
+      Type type = value.getType();
+      if (auto async = dyn_cast<AsyncType>(type))
+        type = async.getValueType();
+      if (auto tensor = dyn_cast<DTensorType>(type);
+          tensor && tensor.getLocal().hasStaticShape())
+        if (std::optional<plan::DType> dtype =
+                planDType(tensor.getLocal().getElementType())) {
+          plan::TensorMeta &meta = (*refTypes)[ref];
+          meta.set_dtype(*dtype);
+          for (int64_t d : tensor.getShape())
+            meta.add_shape(d);
+        }
+    }
   }
   return ref;
 }
@@ -583,14 +601,18 @@ LogicalResult PlanLowering::lowerArgs(
     } else if (auto s = dyn_cast<StringAttr>(attr)) {
       v->set_string_value(s.getValue().str());
     } else if (auto a = dyn_cast<DenseI64ArrayAttr>(attr)) {
+      // The list is set even when empty (`zeros(())` has size []).
+      plan::IntList *list = v->mutable_int_list();
       for (int64_t x : a.asArrayRef())
-        v->mutable_int_list()->add_values(x);
+        list->add_values(x);
     } else if (auto a = dyn_cast<DenseF64ArrayAttr>(attr)) {
+      plan::FloatList *list = v->mutable_float_list();
       for (double x : a.asArrayRef())
-        v->mutable_float_list()->add_values(x);
+        list->add_values(x);
     } else if (auto a = dyn_cast<DenseBoolArrayAttr>(attr)) {
+      plan::BoolList *list = v->mutable_bool_list();
       for (bool x : a.asArrayRef())
-        v->mutable_bool_list()->add_values(x);
+        list->add_values(x);
     } else if (auto d = dyn_cast<DTypeAttr>(attr)) {
       std::optional<plan::DType> dtype = planDType(d.getValue());
       if (!dtype) {
@@ -688,6 +710,10 @@ LogicalResult PlanLowering::lowerCallee(Operation *op, StringRef schema,
   } else {
     plan::CallFunction *call = inst.mutable_call_function();
     call->set_name(schema.str());
+    // A function the workers cannot import travels by value (its pickle),
+    // kept on the op by the trace import.
+    if (auto definition = op->getAttrOfType<StringAttr>("monarch.definition"))
+      call->set_definition(definition.getValue().str());
     argList = call->mutable_args();
     resultList = call->mutable_results();
   }
@@ -1271,5 +1297,11 @@ struct EmitPlanPass : public monarch::impl::MonarchEmitPlanBase<EmitPlanPass> {
 
 FailureOr<plan::Program> monarch::lowerToPlan(ModuleOp module,
                                               StringRef entry) {
-  return PlanLowering(module).run(entry);
+  return PlanLowering(module, nullptr).run(entry);
+}
+
+FailureOr<plan::Program>
+monarch::lowerToPlan(ModuleOp module, StringRef entry,
+                     std::map<int64_t, plan::TensorMeta> &refTypes) {
+  return PlanLowering(module, &refTypes).run(entry);
 }

@@ -11,6 +11,8 @@
 // CHECK: %[[E:[0-9]+]] = aten "aten::upsample"(%[[D]], [2, 2], true, [1.5, 2], "floor", [true, false], float64, 7, preserve_format, channels_last, scalar(true), sparse_coo, -3) on mesh#0
 // CHECK: %[[F:[0-9]+]], %[[G:[0-9]+]] = call_function "my_pkg.split"(%[[E]], 2) on mesh#0
 // CHECK: {{^}}aten "aten::manual_seed"(0) on mesh#0
+// An empty list is still a list (the size of a 0-d tensor).
+// CHECK: aten "aten::zeros"([], float32, None, None, None) on mesh#0
 func.func @main() {
   %m = monarch.spawn_procs : !monarch.mesh<gpu = 4>
   %a = monarch.aten "aten::full"(array<i64: 4, 4>, #monarch.scalar<5.000000e-01 : f64>, #monarch.dtype<float32>, #monarch.layout<strided>, #monarch.device<"cuda:0">, #monarch.none) on %m : () -> !monarch.tensor<4x4xf32, <gpu = 4>>
@@ -20,6 +22,7 @@ func.func @main() {
   %e = monarch.aten "aten::upsample"(%d, array<i64: 2, 2>, true, array<f64: 1.5, 2.0>, "floor", array<i1: true, false>, #monarch.dtype<float64>, 7 : i64, #monarch.memory_format<preserve_format>, #monarch.memory_format<channels_last>, #monarch.scalar<true>, #monarch.layout<sparse_coo>, -3 : i64) on %m : (!monarch.tensor<4x4xf32, <gpu = 4>>) -> !monarch.tensor<8x8xf32, <gpu = 4>>
   %f:2 = monarch.call_function "my_pkg.split"(%e, 2 : i64) on %m : (!monarch.tensor<8x8xf32, <gpu = 4>>) -> (!monarch.tensor<4x8xf32, <gpu = 4>>, !monarch.tensor<4x8xf32, <gpu = 4>>)
   monarch.aten "aten::manual_seed"(0 : i64) on %m : () -> () in !monarch.mesh<gpu = 4>
+  %z = monarch.aten "aten::zeros"(array<i64>, #monarch.dtype<float32>, #monarch.none, #monarch.none, #monarch.none) on %m : () -> !monarch.tensor<f32, <gpu = 4>>
   return
 }
 

@@ -19,6 +19,7 @@
 #include "mlir/Support/LLVM.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <map>
 #include <memory>
 
 namespace monarch {
@@ -29,6 +30,13 @@ namespace monarch {
 /// op; the module is not modified.
 mlir::FailureOr<plan::Program> lowerToPlan(mlir::ModuleOp module,
                                            llvm::StringRef entry = {});
+
+/// The same, also recording the local type of every ref that holds an IR
+/// value (what a TracedProgram adds to the plan: ExportTrace.h). Refs of
+/// dynamic shape or of no plan dtype are left out.
+mlir::FailureOr<plan::Program>
+lowerToPlan(mlir::ModuleOp module, llvm::StringRef entry,
+            std::map<int64_t, plan::TensorMeta> &refTypes);
 
 /// Prints `program` in the readable text form documented in docs/plan.md
 /// ("Lowering from the dialect"): one line per instruction, e.g.
