@@ -23,7 +23,6 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/APFloat.h"
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
@@ -33,7 +32,6 @@
 #include <cstring>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -219,7 +217,10 @@ mesh::Result<MeshView> applyOrigin(const plan::MeshOrigin &origin,
       R next = R::failure(mesh::ErrorKind::Value,
                           "slice of dim '" + c.dim() +
                               "' has neither an index nor a range");
-      if (c.has_index()) {
+      if (c.has_index() && c.index() == SliceOp::kNone) {
+        next = R::failure(mesh::ErrorKind::Index,
+                          "slice index out of range for dim '" + c.dim() + "'");
+      } else if (c.has_index()) {
         next = view.slice(c.dim(), c.index());
       } else if (c.has_range()) {
         const plan::SliceMesh::Range &r = c.range();
@@ -228,6 +229,12 @@ mesh::Result<MeshView> applyOrigin(const plan::MeshOrigin &origin,
           return R::failure(mesh::ErrorKind::Value,
                             "slice step must be positive, got " +
                                 std::to_string(step));
+        // INT64_MIN is the dialect's "omitted bound": refused as a bound.
+        if ((r.has_start() && r.start() == SliceOp::kNone) ||
+            (r.has_stop() && r.stop() == SliceOp::kNone))
+          return R::failure(mesh::ErrorKind::Index,
+                            "slice bound out of range for dim '" + c.dim() +
+                                "'");
         mesh::Range range;
         if (r.has_start())
           range.start = r.start();
@@ -381,11 +388,11 @@ private:
   MeshInfo makeMeshInfo(const MeshView &view);
   FailureOr<MeshInfo *> meshInfo(int64_t id, const plan::Instruction &inst,
                                  StringRef role);
-  /// The mesh's value, made where first needed. `forUse`: an instruction
-  /// runs on it, so it must have been declared by now (a parent made for a
-  /// derivation need not be: eager declares only the views it runs on).
-  FailureOr<Value> meshValue(int64_t id, const plan::Instruction &inst,
-                             bool forUse = true);
+  /// The value of a mesh an instruction runs on (declared by now), made
+  /// where first needed.
+  FailureOr<Value> meshValue(int64_t id, const plan::Instruction &inst);
+  /// The op of `m`'s recorded derivation from `parent`.
+  Value buildDerived(const MeshInfo &m, Value parent, Location loc);
   FailureOr<StreamInfo *> streamInfo(int64_t id, const plan::Instruction &inst);
   FailureOr<Value> streamValue(int64_t id, const plan::Instruction &inst);
   FailureOr<Value> use(int64_t ref, const plan::Instruction &inst);
@@ -437,9 +444,6 @@ private:
   std::unordered_map<int64_t, const plan::RefType *> refTypes;
   llvm::StringMap<const plan::OpSchema *> schemas;
   std::unordered_map<int64_t, Value> borrows;
-  /// Meshes being materialized (a cycle of origins is refused up front; this
-  /// guards the recursion all the same).
-  std::set<int64_t> materializing;
 };
 
 //===----------------------------------------------------------------------===//
@@ -563,7 +567,6 @@ LogicalResult TraceImporter::declareStream(const plan::Stream &s,
 
 LogicalResult TraceImporter::checkOrigins() {
   std::map<int64_t, const plan::MeshOrigin *> byMesh;
-  SmallVector<const plan::MeshOrigin *> pending;
   for (const plan::MeshOrigin &o : trace.mesh_origins()) {
     if (o.mesh() <= 0)
       return error(o) << "mesh origin for mesh " << o.mesh()
@@ -571,60 +574,65 @@ LogicalResult TraceImporter::checkOrigins() {
                          "spawned";
     if (!byMesh.emplace(o.mesh(), &o).second)
       return error(o) << "mesh " << o.mesh() << " has two origins";
-    pending.push_back(&o);
   }
-  // An origin is checked once its parent's view is known. A declared mesh
-  // must be what its origin gives; a mesh that only an origin names (a view
-  // no instruction runs on, e.g. the renamed mesh a stage was sliced from,
-  // which eager never sends) is declared with the view its origin gives.
-  while (!pending.empty()) {
-    SmallVector<const plan::MeshOrigin *> waiting;
-    for (const plan::MeshOrigin *o : pending) {
-      auto parent = meshes.find(o->parent());
-      if (parent == meshes.end()) {
-        waiting.push_back(o);
-        continue;
-      }
-      mesh::Result<MeshView> derived = applyOrigin(*o, parent->second.view);
-      if (!derived.ok())
-        return error(*o) << "mesh " << o->mesh() << " is derived from mesh "
-                         << o->parent() << " by an invalid "
-                         << (o->kind_case()
-                                 ? o->GetDescriptor()
-                                       ->FindFieldByNumber(o->kind_case())
-                                       ->name()
-                                 : std::string("origin"))
-                         << ": " << formatError(derived.error());
-      auto it = meshes.find(o->mesh());
-      if (it == meshes.end()) {
-        MeshInfo info = makeMeshInfo(derived.value());
-        info.decl = o;
-        info.declared = true;
-        it = meshes.emplace(o->mesh(), std::move(info)).first;
-      } else if (derived.value() != it->second.view) {
-        return error(*o) << "mesh " << o->mesh() << " is recorded as ["
-                         << it->second.view.layoutString()
-                         << "] but its origin gives ["
-                         << derived->layoutString() << "]";
-      }
-      it->second.origin = o;
+  // An origin is checked once its parent's view is known: each chain of
+  // origins is walked up to a mesh without one, then checked downwards. A
+  // declared mesh must be what its origin gives; a mesh that only an origin
+  // names (a view no instruction runs on, e.g. the renamed mesh a stage was
+  // sliced from, which eager never sends) is declared with that view.
+  enum class State { Waiting, Checked };
+  std::map<int64_t, State> state;
+  auto check = [&](const plan::MeshOrigin &o) -> LogicalResult {
+    auto parent = meshes.find(o.parent());
+    if (parent == meshes.end())
+      return error(o) << "mesh " << o.mesh() << " is derived from mesh "
+                      << o.parent() << ", which is neither declared nor derived";
+    mesh::Result<MeshView> derived = applyOrigin(o, parent->second.view);
+    if (!derived.ok())
+      return error(o) << "mesh " << o.mesh() << " is derived from mesh "
+                      << o.parent() << " by an invalid "
+                      << (o.kind_case() ? o.GetDescriptor()
+                                              ->FindFieldByNumber(o.kind_case())
+                                              ->name()
+                                        : std::string("origin"))
+                      << ": " << formatError(derived.error());
+    auto it = meshes.find(o.mesh());
+    if (it == meshes.end()) {
+      MeshInfo info = makeMeshInfo(derived.value());
+      info.decl = &o;
+      info.declared = true;
+      it = meshes.emplace(o.mesh(), std::move(info)).first;
+    } else if (derived.value() != it->second.view) {
+      return error(o) << "mesh " << o.mesh() << " is recorded as ["
+                      << it->second.view.layoutString()
+                      << "] but its origin gives [" << derived->layoutString()
+                      << "]";
     }
-    if (waiting.size() == pending.size())
-      return error(*waiting.front())
-             << "mesh " << waiting.front()->mesh() << " is derived from mesh "
-             << waiting.front()->parent()
-             << ", which is neither declared nor derived";
-    pending = std::move(waiting);
-  }
-  // A cycle of origins would never reach the root.
-  for (auto &[id, info] : meshes) {
-    int64_t cur = id;
-    for (size_t steps = 0; cur != 0 && meshes.at(cur).origin; ++steps) {
-      if (steps > meshes.size())
-        return error(*info.origin)
-               << "the origins of mesh " << id << " form a cycle";
-      cur = meshes.at(cur).origin->parent();
+    it->second.origin = &o;
+    state[o.mesh()] = State::Checked;
+    return success();
+  };
+  for (const plan::MeshOrigin &o : trace.mesh_origins()) {
+    if (state.count(o.mesh()))
+      continue;
+    SmallVector<const plan::MeshOrigin *> chain{&o};
+    state[o.mesh()] = State::Waiting;
+    for (;;) {
+      auto up = byMesh.find(chain.back()->parent());
+      if (up == byMesh.end())
+        break;
+      auto seen = state.find(up->first);
+      if (seen != state.end() && seen->second == State::Checked)
+        break;
+      if (seen != state.end())
+        return error(*up->second)
+               << "the origins of mesh " << up->first << " form a cycle";
+      state[up->first] = State::Waiting;
+      chain.push_back(up->second);
     }
+    for (const plan::MeshOrigin *c : llvm::reverse(chain))
+      if (failed(check(*c)))
+        return failure();
   }
   return success();
 }
@@ -674,108 +682,104 @@ FailureOr<MeshInfo *> TraceImporter::meshInfo(int64_t id,
   return &it->second;
 }
 
+Value TraceImporter::buildDerived(const MeshInfo &m, Value parent,
+                                  Location loc) {
+  const plan::MeshOrigin *o = m.origin;
+  switch (o->kind_case()) {
+  case plan::MeshOrigin::kRename: {
+    SmallVector<Attribute> from, to;
+    for (const std::string &n : o->rename().from())
+      from.push_back(b.getStringAttr(n));
+    for (const std::string &n : o->rename().to())
+      to.push_back(b.getStringAttr(n));
+    return RenameOp::create(b, loc, m.type, parent, b.getArrayAttr(from),
+                              b.getArrayAttr(to));
+  }
+  case plan::MeshOrigin::kSplit: {
+    SmallVector<Attribute> from, to, sizeNames;
+    SmallVector<int64_t> sizeValues;
+    for (const plan::Split::Dim &d : o->split().dims()) {
+      from.push_back(b.getStringAttr(d.name()));
+      SmallVector<Attribute> into;
+      for (const std::string &n : d.into())
+        into.push_back(b.getStringAttr(n));
+      to.push_back(b.getArrayAttr(into));
+    }
+    for (const plan::Split::Size &s : o->split().sizes()) {
+      sizeNames.push_back(b.getStringAttr(s.name()));
+      sizeValues.push_back(s.size());
+    }
+    return SplitOp::create(b, loc, m.type, parent, b.getArrayAttr(from),
+                             b.getArrayAttr(to), b.getArrayAttr(sizeNames),
+                             sizeValues);
+  }
+  case plan::MeshOrigin::kSlice: {
+    SliceSpec spec;
+    for (const plan::SliceMesh::Coord &c : o->slice().coords()) {
+      spec.dims.push_back(b.getStringAttr(c.dim()));
+      if (c.has_index()) {
+        spec.starts.push_back(c.index());
+        spec.stops.push_back(SliceOp::kNone);
+        spec.steps.push_back(0);
+        continue;
+      }
+      const plan::SliceMesh::Range &r = c.range();
+      spec.starts.push_back(r.has_start() ? r.start() : SliceOp::kNone);
+      spec.stops.push_back(r.has_stop() ? r.stop() : SliceOp::kNone);
+      spec.steps.push_back(r.has_step() ? r.step() : 1);
+    }
+    return SliceOp::create(b, loc, m.type, parent,
+                             b.getArrayAttr(spec.dims), spec.starts,
+                             spec.stops, spec.steps);
+  }
+  case plan::MeshOrigin::kFlatten:
+    return FlattenOp::create(b, loc, m.type, parent,
+                               o->flatten().name());
+  default:
+    return {}; // refused up front (applyOrigin)
+  }
+}
+
 FailureOr<Value> TraceImporter::meshValue(int64_t id,
-                                          const plan::Instruction &inst,
-                                          bool forUse) {
-  MeshInfo *found = nullptr;
-  if (forUse) {
-    FailureOr<MeshInfo *> info = meshInfo(id, inst, "mesh");
-    if (failed(info))
-      return failure();
-    found = *info;
-  } else {
-    found = &meshes.at(id); // an origin's parent: checked up front
-  }
-  MeshInfo &m = *found;
-  if (m.value)
-    return m.value;
-  // Created where first used, like the old tracer (and like eager
-  // create_mesh); the root is spawned at its first use.
-  Location loc = opLoc(inst);
-  if (id == 0) {
-    m.value = SpawnProcsOp::create(b, loc, m.type).getResult();
-    return m.value;
-  }
-  if (!materializing.insert(id).second)
-    return error(inst) << "the origins of mesh " << id << " form a cycle";
-  Value result;
-  if (const plan::MeshOrigin *o = m.origin) {
-    // A derivation the parent was made with: its parent must exist first
-    // (it need not have been declared yet: eager declares views only when
-    // an instruction runs on them).
-    FailureOr<Value> parent = meshValue(o->parent(), inst, /*forUse=*/false);
-    if (failed(parent))
-      return failure();
-    switch (o->kind_case()) {
-    case plan::MeshOrigin::kRename: {
-      SmallVector<Attribute> from, to;
-      for (const std::string &n : o->rename().from())
-        from.push_back(b.getStringAttr(n));
-      for (const std::string &n : o->rename().to())
-        to.push_back(b.getStringAttr(n));
-      result = RenameOp::create(b, loc, m.type, *parent, b.getArrayAttr(from),
-                                b.getArrayAttr(to));
-      break;
-    }
-    case plan::MeshOrigin::kSplit: {
-      SmallVector<Attribute> from, to, sizeNames;
-      SmallVector<int64_t> sizeValues;
-      for (const plan::Split::Dim &d : o->split().dims()) {
-        from.push_back(b.getStringAttr(d.name()));
-        SmallVector<Attribute> into;
-        for (const std::string &n : d.into())
-          into.push_back(b.getStringAttr(n));
-        to.push_back(b.getArrayAttr(into));
-      }
-      for (const plan::Split::Size &s : o->split().sizes()) {
-        sizeNames.push_back(b.getStringAttr(s.name()));
-        sizeValues.push_back(s.size());
-      }
-      result = SplitOp::create(b, loc, m.type, *parent, b.getArrayAttr(from),
-                               b.getArrayAttr(to), b.getArrayAttr(sizeNames),
-                               sizeValues);
-      break;
-    }
-    case plan::MeshOrigin::kSlice: {
-      SliceSpec spec;
-      for (const plan::SliceMesh::Coord &c : o->slice().coords()) {
-        spec.dims.push_back(b.getStringAttr(c.dim()));
-        if (c.has_index()) {
-          spec.starts.push_back(c.index());
-          spec.stops.push_back(SliceOp::kNone);
-          spec.steps.push_back(0);
-          continue;
-        }
-        const plan::SliceMesh::Range &r = c.range();
-        spec.starts.push_back(r.has_start() ? r.start() : SliceOp::kNone);
-        spec.stops.push_back(r.has_stop() ? r.stop() : SliceOp::kNone);
-        spec.steps.push_back(r.has_step() ? r.step() : 1);
-      }
-      result = SliceOp::create(b, loc, m.type, *parent,
-                               b.getArrayAttr(spec.dims), spec.starts,
-                               spec.stops, spec.steps);
-      break;
-    }
-    case plan::MeshOrigin::kFlatten:
-      result = FlattenOp::create(b, loc, m.type, *parent,
-                                 o->flatten().name());
-      break;
-    default:
-      llvm_unreachable("origins are checked up front");
-    }
-  } else {
-    // No recorded derivation (a plan's mesh, or a view the frontend made
-    // for itself): the canonical form, a view of the root.
-    FailureOr<Value> root = meshValue(0, inst);
-    if (failed(root))
-      return failure();
-    result = ViewOp::create(b, loc, *root, m.view);
-  }
-  materializing.erase(id);
-  if (failed(verifyNew(result.getDefiningOp(), inst)))
+                                          const plan::Instruction &inst) {
+  FailureOr<MeshInfo *> found = meshInfo(id, inst, "mesh");
+  if (failed(found))
     return failure();
-  m.value = result;
-  return result;
+  if ((*found)->value)
+    return (*found)->value;
+  // Made where first used, like the old tracer (and like eager create_mesh),
+  // after whatever it derives from: the chain up to a mesh that exists, made
+  // outermost first (iteratively: a trace may chain many views). A parent
+  // need not have been declared (eager declares only the views it runs on).
+  SmallVector<int64_t> chain;
+  for (int64_t cur = id;;) {
+    MeshInfo &c = meshes.at(cur);
+    if (c.value)
+      break;
+    if (chain.size() > meshes.size())
+      return error(inst) << "the origins of mesh " << id << " form a cycle";
+    chain.push_back(cur);
+    if (cur == 0)
+      break;
+    cur = c.origin ? c.origin->parent() : 0;
+  }
+  Location loc = opLoc(inst);
+  for (int64_t cur : llvm::reverse(chain)) {
+    MeshInfo &m = meshes.at(cur);
+    Value result;
+    if (cur == 0)
+      result = SpawnProcsOp::create(b, loc, m.type).getResult();
+    else if (m.origin)
+      result = buildDerived(m, meshes.at(m.origin->parent()).value, loc);
+    else // no recorded derivation: the canonical form, a view of the root
+      result = ViewOp::create(b, loc, meshes.at(0).value, m.view).getResult();
+    if (!result)
+      return error(inst) << "mesh " << cur << " has an origin of no kind";
+    if (failed(verifyNew(result.getDefiningOp(), inst)))
+      return failure();
+    m.value = result;
+  }
+  return (*found)->value;
 }
 
 FailureOr<StreamInfo *>
