@@ -20,8 +20,8 @@ except ImportError:  # running from the source tree without the build
     sys.path.insert(0, os.path.join(_root, "frontend", "python"))
     import monarch  # noqa: F401
 
-from monarch._session import backend_available  # noqa: E402
-from monarch._trace_api import find_monarch_opt  # noqa: E402
+from monarch._src.tensor.session import backend_available  # noqa: E402
+from monarch._src.tensor.trace_api import find_monarch_opt  # noqa: E402
 
 C_SKIP_REASON = (
     "monarch._C is not built (the C++ controller, target MonarchTensorController, "

@@ -19,7 +19,7 @@ POOL = None  # set by conftest: shares C++ worker meshes between tests
 
 
 def _spawn(backend: str, shape: dict) -> Any:
-    from monarch import _trace_mlir
+    from monarch._src.tensor import tracing as _trace_mlir
 
     if POOL is not None and _trace_mlir.current() is None:
         m = POOL(backend, shape)

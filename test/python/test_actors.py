@@ -22,7 +22,8 @@ import pytest
 
 _actors = pytest.importorskip("monarch._actors")
 
-from monarch import _actor_mesh  # noqa: E402
+from monarch._src.actor import actor_mesh as _actor_mesh  # noqa: E402
+from monarch._src.common import pickling  # noqa: E402
 from waiting import wait_until  # noqa: E402
 from monarch.actor import (  # noqa: E402
     Actor,
@@ -240,7 +241,7 @@ def test_large_tensor_travels_as_raw_frame(counters):
     import torch
 
     t = torch.arange(256 * 1024, dtype=torch.float32).reshape(512, 512)
-    frames = _actor_mesh.dumps((t,))
+    frames = pickling.dumps((t,))
     assert len(frames) == 2 and len(frames[1]) == t.numel() * 4  # out of band
     assert len(frames[0]) < 1024
     back = counters.slice(host=0, gpu=0).echo.call_one(t).get(timeout=30)

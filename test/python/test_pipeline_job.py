@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(_root, "examples", "pipeline"))
 import model  # noqa: E402
 import run as job  # noqa: E402
 
-from monarch._trace_api import find_monarch_opt  # noqa: E402
+from monarch._src.tensor.trace_api import find_monarch_opt  # noqa: E402
 
 RTOL = 1e-4
 

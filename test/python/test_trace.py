@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import monarch
-from monarch._trace_mlir import TracedValue
+from monarch._src.tensor.tracing import TracedValue
 
 import programs
 from conftest import require_monarch_opt
