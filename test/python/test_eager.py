@@ -207,11 +207,11 @@ def test_shape_errors_raise_at_call_site(spawn):
     with mesh.activate():
         a = torch.ones(2, 3)
         b = torch.ones(4, 5)
-        before = mesh._session._next_instruction
+        before = mesh._session.issued
         with pytest.raises(RuntimeError, match="cannot be multiplied|same reduction dim"):
             a @ b
         # checked on fake tensors: nothing was sent
-        assert mesh._session._next_instruction == before
+        assert mesh._session.issued == before
 
 
 def test_worker_failure_raises_at_get(spawn):
@@ -523,13 +523,13 @@ def test_metadata_queries_are_answered_locally(spawn):
         a, b = torch.ones(2, 3), torch.ones(3, 2)
         bt = b.t()
         session = mesh._session
-        before = (session._next_instruction, session._next_ref)
+        before = (session.issued, session._next_ref)
         assert torch.ops.aten.is_same_size(a, a) is True
         assert torch.ops.aten.is_same_size(a, b) is False
         assert torch.ops.aten.dim(a) == 2 and torch.ops.aten.numel(b) == 6
         assert torch.ops.aten.is_contiguous(bt) is False
         assert torch.ops.aten.sym_size(b, 1) == 2
-        assert (session._next_instruction, session._next_ref) == before
+        assert (session.issued, session._next_ref) == before
     assert torch.equal(monarch.inspect(g), torch.full((3,), 2.0))
 
 

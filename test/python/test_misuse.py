@@ -12,9 +12,9 @@ import monarch
 
 @contextlib.contextmanager
 def nothing_sent(mesh):
-    before = mesh._session._next_instruction
+    before = mesh._session.issued
     yield
-    assert mesh._session._next_instruction == before, "an instruction was sent"
+    assert mesh._session.issued == before, "an instruction was sent"
 
 
 def raises(category):

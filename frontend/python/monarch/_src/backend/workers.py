@@ -32,9 +32,7 @@ def missing_message() -> str:
         f"monarch._C (the C++ controller that starts the worker processes) is not built in "
         f"the monarch package at {here}. Build it with `cmake -S . -B build -G Ninja && "
         f"cmake --build build` (docs/building.md; pybind11 and the development headers of the "
-        f"Python that imports your torch are needed) and run with PYTHONPATH=build/python; "
-        f"or pass backend='sim' (or MONARCH_BACKEND=sim) to spawn_procs for the in-process "
-        f"simulation of the workers."
+        f"Python that imports your torch are needed) and run with PYTHONPATH=build/python."
     )
 
 

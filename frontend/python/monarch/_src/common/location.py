@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from types import CodeType
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 def _dirs_of(path: str, up: int = 1) -> Tuple[str, ...]:
     """The directory ``up`` levels above ``path``, as given and resolved
@@ -47,6 +47,21 @@ def _is_inside(code: CodeType) -> bool:
         hit = filename.startswith(_skip_prefixes) or filename.startswith("<frozen")
         _inside[code] = hit
     return hit
+
+
+def user_frame() -> Tuple[Optional[CodeType], int]:
+    """(code object, line) of the innermost frame outside monarch, torch and
+    the standard library ((None, 0) when there is none): what
+    :func:`user_location` formats, without formatting it."""
+    if not _with_torch and "torch" in sys.modules:
+        _refresh()
+    f = sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        if not _is_inside(code):
+            return code, f.f_lineno
+        f = f.f_back
+    return None, 0
 
 
 def user_location() -> str:

@@ -48,7 +48,8 @@ class DTensor(core.TensorCore):
                 "the mesh",
             )
         torch.Tensor.data.__set__(self, new)  # type: ignore[attr-defined]
-        self._fake = new._fake
+        self._spec = new._spec
+        self._fake_tensor = new._fake_tensor
         self._ref = new._ref
         self._mesh = new._mesh
         self._device = new._device

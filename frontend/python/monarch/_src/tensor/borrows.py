@@ -68,23 +68,24 @@ def borrow(stream: Any, t: Any, mutable: bool) -> Tuple[TensorCore, "Borrow"]:
         )
     if origin is stream:
         raise usage("WRONG_STREAM", f"borrow onto stream {stream.name!r}, which already owns it")
-    if mutable and any(not b.dropped for b in t._ref.ro_borrows):
-        b = next(b for b in t._ref.ro_borrows if not b.dropped)
+    lending = t._ref.lend()
+    if mutable and any(not b.dropped for b in lending.ro_borrows):
+        b = next(b for b in lending.ro_borrows if not b.dropped)
         raise usage(
             "MUTATING_BORROW",
             f"mutable borrow of a tensor that is borrowed read-only (at {b.location})",
         )
-    if t._ref.borrow is not None and not t._ref.borrow.mutable and mutable:
+    if lending.borrow is not None and not lending.borrow.mutable and mutable:
         raise usage("MUTATING_BORROW", "mutable borrow of a read-only borrow")
     session = t._mesh._session
     rref = Ref(session, t._mesh, stream, owns=False)
     r = view_of(t, t._mesh, rref)
     b = Borrow(session, session.new_borrow(), t._ref, rref, mutable, t._mesh, origin, stream, loc)
-    rref.borrow = b
+    rref.lend().borrow = b
     if mutable:
-        t._ref.mut_borrow = b
+        lending.mut_borrow = b
     else:
-        t._ref.ro_borrows.append(b)
+        lending.ro_borrows.append(b)
     sink_for(session).borrow(t, r, b, loc)
     return r, b
 
@@ -92,9 +93,10 @@ def borrow(stream: Any, t: Any, mutable: bool) -> Tuple[TensorCore, "Borrow"]:
 @internal
 def drop_borrow(b: "Borrow", loc: str) -> None:
     origin: Ref = b._origin_ref
-    if origin.mut_borrow is b:
-        origin.mut_borrow = None
-    if b in origin.ro_borrows:
-        origin.ro_borrows.remove(b)
+    lending = origin.lend()
+    if lending.mut_borrow is b:
+        lending.mut_borrow = None
+    if b in lending.ro_borrows:
+        lending.ro_borrows.remove(b)
     b.dropped_at = loc or "<unknown>"
     sink_for(b._session).drop(b, loc)

@@ -15,20 +15,22 @@ from .core import TensorCore
 def check_use(t: TensorCore, mesh: Any, stream: Any, what: str) -> None:
     """Borrow state, mesh (None: any) and stream of an input."""
     ref = t._ref
-    if ref.borrow is not None and ref.borrow.dropped:
-        raise usage(
-            "DROPPED",
-            f"{what} uses a borrowed tensor after its borrow was dropped at "
-            f"{ref.borrow.dropped_at}",
-        )
-    if ref.mut_borrow is not None:
-        raise usage(
-            "BORROWED",
-            f"{what} uses a tensor that is mutably borrowed onto stream "
-            f"{ref.mut_borrow._stream.name!r} (borrowed at {ref.mut_borrow.location}); drop "
-            "the borrow first",
-        )
-    if mesh is not None and not t._mesh._same_mesh(mesh):
+    lending = ref.lending
+    if lending is not None:
+        if lending.borrow is not None and lending.borrow.dropped:
+            raise usage(
+                "DROPPED",
+                f"{what} uses a borrowed tensor after its borrow was dropped at "
+                f"{lending.borrow.dropped_at}",
+            )
+        if lending.mut_borrow is not None:
+            raise usage(
+                "BORROWED",
+                f"{what} uses a tensor that is mutably borrowed onto stream "
+                f"{lending.mut_borrow._stream.name!r} (borrowed at "
+                f"{lending.mut_borrow.location}); drop the borrow first",
+            )
+    if mesh is not None and t._mesh is not mesh and not t._mesh._same_mesh(mesh):
         raise usage(
             "WRONG_MESH",
             f"{what} uses a tensor on mesh {t._mesh._describe()} while running on mesh "
@@ -43,19 +45,21 @@ def check_use(t: TensorCore, mesh: Any, stream: Any, what: str) -> None:
 
 
 def check_mutate(t: TensorCore, what: str) -> None:
-    ref = t._ref
-    if ref.ro_borrows and any(not b.dropped for b in ref.ro_borrows):
-        b = next(b for b in ref.ro_borrows if not b.dropped)
+    lending = t._ref.lending
+    if lending is None:
+        return
+    live = [b for b in lending.ro_borrows if not b.dropped]
+    if live:
         raise usage(
             "MUTATING_BORROW",
             f"{what} would mutate a tensor while it is borrowed read-only onto stream "
-            f"{b._stream.name!r} (borrowed at {b.location})",
+            f"{live[0]._stream.name!r} (borrowed at {live[0].location})",
         )
-    if ref.borrow is not None and not ref.borrow.mutable:
+    if lending.borrow is not None and not lending.borrow.mutable:
         raise usage(
             "MUTATING_BORROW",
-            f"{what} would mutate a read-only borrow (borrowed at {ref.borrow.location}); "
-            "borrow it with mutable=True",
+            f"{what} would mutate a read-only borrow (borrowed at "
+            f"{lending.borrow.location}); borrow it with mutable=True",
         )
 
 

@@ -1,9 +1,11 @@
 """A root proc mesh's connection to its workers: ids, instructions, futures.
 
 One :class:`Session` per ``spawn_procs``. Eagerly, every captured operation
-becomes a plan ``Instruction`` sent to the workers through a backend
-(``backend/protocol.py``): ``monarch._C`` (the C++ controller, worker
-processes) or the in-process simulation (``sim``, only when asked for).
+becomes a plan ``Instruction`` on the session's instruction stream
+(``monarch._C.InstructionStream``: ops from cached templates, batching,
+deletes; frontend/csrc/InstructionStream.h), which sends batches to a
+backend (``backend/protocol.py``): the C++ controller and its worker
+processes, or the in-process simulation (``sim``, only when asked for).
 While tracing, a session without workers only hands out ids.
 """
 
@@ -91,12 +93,16 @@ class Session:
         self.mesh_ids: Dict[MeshView, int] = {self.root_view: 0}
         self.stream_ids: Dict[str, int] = {"": 0}
         self._next_ref = 1
-        self._next_instruction = 1
         self._next_mesh = 1
         self._next_stream = 1
         self._next_borrow = 1
         self._futures: Dict[int, Future[Any]] = {}
-        self._deletes: List[Tuple[int, int, int]] = []
+        #: The instruction stream (None: no workers, nothing is sent).
+        self.stream: Any = None
+        #: Per stream: {(code object, line): location id}.
+        self.locations: Dict[Any, int] = {}
+        #: Per stream: {dispatch.Entry: template id}.
+        self.templates: Dict[Any, int] = {}
         self.failures: List[Any] = []
         self.dead: Optional[SupervisionError] = None
         self.backend_kind = backend or default_backend_kind()
@@ -125,10 +131,16 @@ class Session:
             self._backend = workers.start(self.shape, memory_cap=self.memory_cap,
                                           timeout_ms=self.timeout_ms,
                                           tensor_worker=self.tensor_worker, hosts=self.hosts)
+            self.stream = workers.c_module().InstructionStream(self._backend)
         else:
             if self.hosts:
                 raise ValueError("a mesh across hosts needs the 'c' backend, not 'sim'")
+            _C = workers.c_module()
+            if _C is None:  # the instruction stream is C++ for every backend
+                raise ImportError(workers.missing_message())
             self._backend = SimBackend(self.shape, memory_cap=self.memory_cap)
+            # One instruction a batch: the simulation runs each at once.
+            self.stream = _C.InstructionStream(self._backend, max_batch=1, max_delay_us=0)
         if program is None:
             program = plan.Program(magic=0x4D4F4E50, version=1)
             for name, size in self.shape:
@@ -145,12 +157,23 @@ class Session:
         return self._backend
 
     @property
+    def issued(self) -> int:
+        """Instructions issued so far (tests check that misuse sends none)."""
+        return self.stream.issued if self.stream is not None else 0
+
+    @property
     def has_workers(self) -> bool:
         return self._backend is not None
 
     def stop(self) -> None:
         if self._backend is not None:
             try:
+                if self.stream is not None:
+                    stream, self.stream = self.stream, None
+                    try:
+                        stream.close()  # what is pending still goes out
+                    except RuntimeError:
+                        pass  # the workers are gone: nothing to deliver to
                 self._backend.stop()
             finally:
                 self._backend = None
@@ -185,6 +208,15 @@ class Session:
         self._next_ref += 1
         return r
 
+    def location_id(self, code: Any, line: int) -> int:
+        """The stream's id of a source location (interned once per line)."""
+        key = (code, line)
+        lid = self.locations.get(key)
+        if lid is None:
+            text = f"{code.co_filename}:{line}" if code is not None else ""
+            lid = self.locations[key] = self.stream.location(text)
+        return lid
+
     def new_borrow(self) -> int:
         b = self._next_borrow
         self._next_borrow += 1
@@ -205,6 +237,13 @@ class Session:
             self.send(inst)
         return mid
 
+    def mesh_id_of(self, mesh: Any) -> int:
+        """``mesh_id`` of a ProcMesh view, remembered on the view."""
+        mid = mesh.__dict__.get("_tensor_mesh_id")
+        if mid is None:
+            mid = mesh.__dict__["_tensor_mesh_id"] = self.mesh_id(mesh._view)
+        return mid
+
     def stream_id(self, name: str) -> int:
         sid = self.stream_ids.get(name)
         if sid is None:
@@ -217,53 +256,59 @@ class Session:
             self.send(inst)
         return sid
 
-    def instruction(self, mesh_id: int, stream_id: int, location: str) -> "plan.Instruction":
-        inst = plan.Instruction(
-            id=self._next_instruction, mesh=mesh_id, stream=stream_id, location=location
-        )
-        self._next_instruction += 1
-        return inst
+    @staticmethod
+    def instruction(mesh_id: int, stream_id: int, location: str) -> "plan.Instruction":
+        """An instruction to fill in and ``send``; the stream assigns its id."""
+        return plan.Instruction(mesh=mesh_id, stream=stream_id, location=location)
 
     # -- sending ---------------------------------------------------------------
     def queue_delete(self, ref: int, mesh_id: int, stream_id: int) -> None:
-        # Called from finalizers: never send from here.
-        self._deletes.append((ref, mesh_id, stream_id))
+        """The ref's last handle went away (a finalizer): the stream sends a
+        DeleteRefs after the instructions already issued."""
+        stream = self.stream
+        if stream is not None:
+            stream.delete_ref(ref, mesh_id, stream_id)
 
-    def _flush_deletes(self) -> List[Any]:
-        if not self._deletes:
-            return []
-        pending, self._deletes = self._deletes, []
-        groups: Dict[Tuple[int, int], List[int]] = {}
-        for ref, mid, sid in pending:
-            groups.setdefault((mid, sid), []).append(ref)
-        out = []
-        for (mid, sid), refs in groups.items():
-            inst = self.instruction(mid, sid, "")
-            inst.delete_refs.refs.extend(refs)
-            out.append(inst)
-        return out
+    def unreachable(self, error: RuntimeError) -> SupervisionError:
+        """The stream could not send: the dead worker if the controller has
+        said which one, else that the workers cannot be reached."""
+        try:
+            while self.dead is None and self.poll(0):
+                pass
+        except Exception:
+            pass
+        if self.dead is None:
+            self.dead = SupervisionError.worker_died(-1, str(error))
+        return self.dead
 
-    def send(self, inst: "plan.Instruction") -> None:
-        if self._backend is None:
-            return
+    def send(self, inst: "plan.Instruction") -> int:
+        """Issues one instruction (any kind); returns its id (0 when nothing
+        runs: a session without workers)."""
+        if self.stream is None:
+            return 0
         if self.dead is not None:
             raise self.dead
-        batch = plan.InstructionBatch()
-        batch.instructions.extend(self._flush_deletes())
-        batch.instructions.append(inst)
         try:
-            self._backend.submit(batch.SerializeToString())
+            return self.stream.raw(inst.SerializeToString())
         except RuntimeError as e:
-            # The workers cannot be reached: report the dead worker if the
-            # controller has said which one.
+            raise self.unreachable(e) from None
+
+    def op(self, template: int, mesh_id: int, stream_id: int, location: int,
+           inputs: Tuple[int, ...], results: Tuple[int, ...]) -> int:
+        """Issues an op from a template of this session's stream."""
+        if self.dead is not None:
+            raise self.dead
+        try:
+            return self.stream.op(template, mesh_id, stream_id, location, inputs, results)
+        except RuntimeError as e:
+            raise self.unreachable(e) from None
+
+    def flush(self) -> None:
+        if self.stream is not None and self.dead is None:
             try:
-                while self.dead is None and self.poll(0):
-                    pass
-            except Exception:
-                pass
-            if self.dead is None:
-                self.dead = SupervisionError.worker_died(-1, str(e))
-            raise self.dead from None
+                self.stream.flush()
+            except RuntimeError as e:
+                raise self.unreachable(e) from None
 
     def fetch(self, ref: int, view: MeshView, stream_id: int, location: str) -> Future[Any]:
         mid = self.mesh_id(view)
@@ -271,8 +316,9 @@ class Session:
         inst.fetch.ref = ref
         fut: Future[Any] = Future(FetchSource(self, location))
         fut.source_device = ""  # type: ignore[attr-defined]
-        self._futures[inst.id] = fut
-        self.send(inst)
+        iid = self.send(inst)
+        self._futures[iid] = fut
+        self.flush()  # a fetch goes out now: someone waits for it
         return fut
 
     # -- events ----------------------------------------------------------------
@@ -318,6 +364,10 @@ class Session:
         (None: the session's timeout) passed."""
         limit = self.timeout_ms / 1000.0 if timeout is None else timeout
         deadline = time.monotonic() + limit
+        try:
+            self.flush()
+        except SupervisionError:
+            pass  # reported below through self.dead
         while not fut._complete:
             if self.dead is not None:
                 fut._set(error=self.dead)
