@@ -509,10 +509,10 @@ def test_device_mix_is_refused_on_every_machine(spawn):
             with pytest.raises(RuntimeError, match="expected all tensors to be on the same device"):
                 lin(x)
             c = torch.ones(3, 4)
-            before = mesh._session._next_instruction
+            before = mesh._session.issued
             with pytest.raises(RuntimeError, match="expected all tensors to be on the same device"):
                 x + c
-            assert mesh._session._next_instruction == before  # nothing was sent
+            assert mesh._session.issued == before  # nothing was sent
             y = x * torch.tensor(2.0) + 1  # CPU 0-d tensors and numbers are constants
             lin.to("cuda")
             out = lin(x)

@@ -124,19 +124,8 @@ def test_remote_runs_on_every_rank_with_local_shards(mesh, device):
     _fetch_on(z, device, gpu=0)
 
 
-def _results_not_tracked(device, request):
-    if device != "cpu":
-        request.applymarker(pytest.mark.xfail(
-            strict=True, raises=RuntimeError,
-            reason="frontend: remote/rref results are recorded as CPU tensors "
-                   "(_remote.call_distributed makes their fakes without a device), so an op "
-                   "mixing one with a CUDA tensor raises the device-mix error on the "
-                   "controller although both live on the device"))
-
-
-def test_remote_results_are_tracked_on_their_device(mesh, device, request):
+def test_remote_results_are_tracked_on_their_device(mesh, device):
     """A remote function's result used with a tensor of the device it lives on."""
-    _results_not_tracked(device, request)
     with mesh.activate():
         x = torch.ones(3, 4, device=device)
         y = matmul(x, torch.ones(4, 4, device=device), 0.5)
@@ -269,9 +258,8 @@ def test_rref_linear_actor(python_workers, device):
     assert linear.count.call().get(timeout=10).values() == [1, 1]
 
 
-def test_rref_results_are_tracked_on_their_device(python_workers, device, request):
+def test_rref_results_are_tracked_on_their_device(python_workers, device):
     """An rref result used with a tensor of the device it lives on."""
-    _results_not_tracked(device, request)
     mesh = python_workers
     linear = mesh.spawn(f"linear_tracked_{device}", LinearActor, 1.0, device)
     with mesh.activate():

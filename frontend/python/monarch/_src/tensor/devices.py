@@ -95,11 +95,13 @@ class CudaOnCpuMode(torch.overrides.TorchFunctionMode):
             asked = torch.device("cuda") if len(args) < 2 else torch.device("cuda", args[1])
             func, args, kwargs, move = torch.Tensor.to, (args[0],), {}, True
         elif name == "to" and args and isinstance(args[0], TensorCore):
-            new_args = [a for a in args[1:] if not is_cuda(a)]
-            if len(new_args) != len(args) - 1:
+            # t.to(device, dtype, non_blocking) -- as Module.to calls it: the
+            # device asked for is replaced by the CPU, in place.
+            if any(is_cuda(a) for a in args[1:]):
                 asked = torch.device(next(a for a in args[1:] if is_cuda(a)))
                 move = True
-            args = (args[0], *new_args)
+                args = (args[0], *[torch.device("cpu") if is_cuda(a) else a
+                                   for a in args[1:]])
         if asked is None:
             return func(*args, **kwargs)
         prev = device_override

@@ -32,7 +32,7 @@ from ..common.errors import usage
 from ..common.location import user_location
 from . import remote_exec
 from .checks import check_use
-from .core import TensorCore, fake_mode, new_dtensor
+from .core import HAS_CUDA, TensorCore, device_of, fake_mode, new_dtensor
 from .dispatch import to_fake
 from .modes import active_mesh, local
 from .streams import get_active_stream
@@ -102,7 +102,7 @@ class Remote:
             probe=self._cached.meta)
 
 
-Meta = Tuple[bool, List[Tuple[torch.dtype, Tuple[int, ...]]]]
+Meta = Tuple[bool, List[Tuple[torch.dtype, Tuple[int, ...], torch.device]]]
 
 
 class CachedMeta:
@@ -151,14 +151,18 @@ class CachedMeta:
         metas, i = [], 1
         for _ in range(count):
             dtype = remote_exec.DTYPES[encoded[i]]
-            ndim = encoded[i + 1]
-            metas.append((dtype, tuple(encoded[i + 2:i + 2 + ndim])))
-            i += 2 + ndim
+            device = torch.device("cuda" if encoded[i + 1] == 1 else "cpu")
+            ndim = encoded[i + 2]
+            metas.append((dtype, tuple(encoded[i + 3:i + 3 + ndim]), device))
+            i += 3 + ndim
         return single, metas
 
 
-def _fake_meta(what: str, fn: Callable[..., Any], args: Tuple[Any, ...]) -> Meta:
-    """Result metadata from running ``fn`` on fake tensors."""
+def _fake_meta(what: str, fn: Callable[..., Any], args: Tuple[Any, ...],
+               dts: List[TensorCore]) -> Meta:
+    """Result metadata from running ``fn`` on fake tensors. A result on the
+    fakes' CPU while the inputs live on CUDA (a controller without a GPU,
+    where every fake is on the CPU) lives where the inputs do."""
     try:
         fake_args = tree_map(to_fake, list(args))
         with fake_mode:
@@ -166,7 +170,12 @@ def _fake_meta(what: str, fn: Callable[..., Any], args: Tuple[Any, ...]) -> Meta
     except (RuntimeError, ValueError, TypeError, IndexError) as e:
         raise type(e)(f"propagate of {what}: {e}") from None
     single, tensors = remote_exec.flatten(out, what)
-    return single, [(t.dtype, tuple(t.shape)) for t in tensors]
+    inputs = next((device_of(t) for t in dts if device_of(t) != t.device), None)
+    metas = []
+    for t in tensors:
+        device = inputs if inputs is not None and t.device.type == "cpu" else t.device
+        metas.append((t.dtype, tuple(t.shape), device))
+    return single, metas
 
 
 def call_distributed(what: str, fn: Callable[..., Any], propagate: Propagate,
@@ -211,12 +220,15 @@ def call_distributed(what: str, fn: Callable[..., Any], propagate: Propagate,
             assert probe is not None
             single, metas = probe(args, mesh, stream, loc)
         else:
-            single, metas = _fake_meta(what, propagate if propagate is not None else fn, args)
+            single, metas = _fake_meta(what, propagate if propagate is not None else fn, args,
+                                       dts)
         results = []
-        for dtype, shape in metas:
+        for dtype, shape, device in metas:
+            fake_device = device if device.type != "cuda" or HAS_CUDA else torch.device("cpu")
             with fake_mode:
-                fake = torch.empty(shape, dtype=dtype)
-            results.append(new_dtensor(fake, mesh, stream))
+                fake = torch.empty(shape, dtype=dtype, device=fake_device)
+            results.append(new_dtensor(fake, mesh, stream,
+                                       device if device != fake_device else None))
         emit(sink, list(args), results, mesh, stream, loc)
     return results[0] if single else tuple(results)
 

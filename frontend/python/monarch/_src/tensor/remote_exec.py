@@ -70,10 +70,11 @@ def flatten(out: Any, what: str) -> Tuple[bool, List[torch.Tensor]]:
 
 
 def encode_meta(single: bool, tensors: List[torch.Tensor]) -> torch.Tensor:
-    """[-1 (one tensor) or count, then per tensor: dtype code, ndim, sizes...]."""
+    """[-1 (one tensor) or count, then per tensor: dtype code, device code
+    (0 CPU, 1 CUDA), ndim, sizes...]."""
     out = [-1 if single else len(tensors)]
     for t in tensors:
-        out += [DTYPES.index(t.dtype), t.dim(), *t.shape]
+        out += [DTYPES.index(t.dtype), 1 if t.device.type == "cuda" else 0, t.dim(), *t.shape]
     return torch.tensor(out, dtype=torch.int64)
 
 

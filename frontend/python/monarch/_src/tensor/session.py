@@ -21,6 +21,7 @@ from ..common.errors import RemoteException, SupervisionError
 from ..common.future import Future, Source
 from ..mesh.view import MeshView
 from .eager import EagerSink
+from .modes import local
 from .sim import SimBackend
 from .values import from_tensor_data
 
@@ -343,7 +344,9 @@ class Session:
                 #: Where the value lived on the worker ("cpu", "cuda:0"); the
                 #: value itself is always on the controller's CPU.
                 fut.source_device = reply.source_device  # type: ignore[attr-defined]
-                fut._set(from_tensor_data(reply.value))
+                with local():  # a get() inside mesh.activate() decodes locally
+                    value = from_tensor_data(reply.value)
+                fut._set(value)
             else:
                 e = reply.error
                 fut._set(error=RemoteException(e.rank, e.message, e.location, e.instruction))

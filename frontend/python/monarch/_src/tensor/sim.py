@@ -70,8 +70,11 @@ class SimBackend:
     def submit(self, batch_bytes: bytes) -> None:
         batch = plan.InstructionBatch()
         batch.ParseFromString(batch_bytes)
-        for inst in batch.instructions:
-            self.execute(inst)
+        # The simulated workers run plain torch, also when the program sends
+        # from inside mesh.activate().
+        with local():
+            for inst in batch.instructions:
+                self.execute(inst)
 
     def run_program(self, prog: "plan.Program") -> None:
         for m in prog.meshes:
