@@ -38,6 +38,29 @@ run() { # name, command...
 }
 
 export MONARCH_PYTHON=$(command -v python3)
+export MONARCH_OPT=${MONARCH_OPT:-$PWD/build-gpu/bin/monarch-opt}
+export MONARCH_RUN=$PWD/$bin/monarch-run
+# The Python frontend on CUDA (docs/benchmarks.md "Python frontend"): eager
+# per-op cost through a real worker vs local torch vs a CUDA-graph replay, the
+# compiled path's per-op cost, an MLP's forward/backward; the same figures
+# for the frontend before v2 when .gpu-tools/old-frontend.tgz carries it
+# (`git archive <commit> frontend/python/monarch`, repacked as monarch/);
+# the pipeline job against the same model in plain single-process torch.
+run frontend env PYTHONPATH=build-gpu/python python3 bench/frontend/eager_ops.py \
+  --device cuda --ops 2000 --reps 5 --compiled --mlp --monarch-run $bin/monarch-run \
+  --json "$out/frontend.json"
+if [ -f .gpu-tools/old-frontend.tgz ] && { [ -z "${BENCH_ONLY:-}" ] || [[ " $BENCH_ONLY " == *" frontend-old "* ]]; }; then
+  old=$(mktemp -d)
+  tar xzf .gpu-tools/old-frontend.tgz -C "$old"
+  ln -sf "$PWD"/build-gpu/python/monarch/*.so "$PWD"/build-gpu/python/monarch/plan_pb2.py "$old/monarch/"
+  run frontend-old env PYTHONPATH="$old" MONARCH_TENSOR_WORKER=$PWD/$bin/monarch-tensor-worker \
+    python3 bench/frontend/eager_ops.py --device cuda --ops 2000 --reps 5 --compiled --mlp \
+    --monarch-run $bin/monarch-run --json "$out/frontend-old.json"
+fi
+run pipeline-single python3 bench/pipeline/single_process.py --device cuda --pp 2 --dp 1 \
+  --hidden 512 --microbatches 8 --batch 64 --steps 20
+run pipeline-job env PYTHONPATH=build-gpu/python python3 examples/pipeline/run.py --device cuda \
+  --pp 2 --dp 1 --hidden 512 --microbatches 8 --batch 64 --steps 20 --out "$(mktemp -d)"
 # Most wanted first: a device call has a hard time limit.
 for r in 4 8; do
   plans=bench/passes/plans/ddp$r

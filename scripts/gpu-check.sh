@@ -6,7 +6,8 @@
 # ../shared/tools/fetch-gpu-debs.sh .gpu-debs), then runs the GoogleTest
 # suites (CUDA/NCCL ones included), the Python suite with CUDA tensors on real
 # worker processes, and a traced program and the pipeline job end to end from
-# Python. Logs go to $OUT (the device tool returns it).
+# Python. Logs go to $OUT (the device tool returns it). The compiler is carried
+# as a binary: .gpu-tools/monarch-opt.xz (scripts/stage-gpu-tools.sh, here).
 #
 #   device run:  scripts/gpu-check.sh            (carry: .gpu-debs .gpu-tools)
 #   GPU_CHECK_BUILD_ONLY=1 builds without running the tests;
@@ -19,6 +20,21 @@ jobs=$(nproc)
 
 # NVLink multicast stays off in every process we start (KINDS.md).
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+# --- monarch-opt-static (scripts/stage-gpu-tools.sh) ------------------------
+# No MLIR here: .mlir files are compiled by the self-contained monarch-opt
+# built on a machine with MLIR and carried in .gpu-tools/ (xz-compressed or
+# not). Without it nothing here can compile a program: fail before building.
+gpu_opt=""
+for f in .gpu-tools/monarch-opt.xz .gpu-tools/monarch-opt; do
+  if [ -f "$f" ]; then gpu_opt=$f; break; fi
+done
+if [ -z "$gpu_opt" ]; then
+  echo "FAILED: no .gpu-tools/monarch-opt.xz (or .gpu-tools/monarch-opt): run" \
+    "scripts/stage-gpu-tools.sh on a machine with MLIR 22 and name .gpu-tools in the carry"
+  exit 1
+fi
+# --- end monarch-opt-static ------------------------------------------------
 
 deps=$(mktemp -d)
 for deb in .gpu-debs/*.deb; do dpkg -x "$deb" "$deps"; done
@@ -57,6 +73,30 @@ status=${PIPESTATUS[0]}
 if ! cmake --build build-gpu -j "$jobs" > "$out/build.log" 2>&1; then
   echo "build failed"; grep -E "error|Error" "$out/build.log" | head -40; exit 1
 fi
+# --- monarch-opt-static: installed where monarch-run (built without the ----
+# compiler: it looks beside itself) and the Python frontend ($MONARCH_OPT,
+# below) find it; then checked to run here and to compile a program through
+# monarch-run.
+if [[ "$gpu_opt" == *.xz ]]; then
+  if command -v xz >/dev/null 2>&1; then
+    xz -dc "$gpu_opt" > build-gpu/bin/monarch-opt-static
+  else
+    $py -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+      "$gpu_opt" build-gpu/bin/monarch-opt-static
+  fi
+else
+  cp "$gpu_opt" build-gpu/bin/monarch-opt-static
+fi || { echo "FAILED: cannot unpack $gpu_opt into build-gpu/bin/"; exit 1; }
+chmod +x build-gpu/bin/monarch-opt-static
+ln -sf monarch-opt-static build-gpu/bin/monarch-opt
+if ! { build-gpu/bin/monarch-opt-static --version \
+       && build-gpu/bin/monarch-run test/Integration/reduce.mlir --emit-plan "$out/reduce.plan"; } \
+     > "$out/monarch-opt.log" 2>&1; then
+  echo "FAILED: the carried $gpu_opt does not work here:"; tail -20 "$out/monarch-opt.log"; exit 1
+fi
+echo "monarch-opt: $gpu_opt installed as build-gpu/bin/monarch-opt-static (and monarch-opt);" \
+  "monarch-run compiles test/Integration/reduce.mlir with it"
+# --- end monarch-opt-static ------------------------------------------------
 for ext in _C _actors _rdma _tensor_worker; do
   if ! ls build-gpu/python/monarch/$ext.*so >/dev/null 2>&1; then
     echo "FAILED: the extension monarch.$ext was not built"; exit 1

@@ -3,6 +3,7 @@ import os
 
 import lit.formats
 from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
 
 config.name = "monarch"
 config.test_format = lit.formats.ShTest(execute_external=False)
@@ -46,3 +47,19 @@ if config.monarch_have_fuzzer and os.path.exists(
 if os.path.exists(os.path.join(config.monarch_tools_dir, "monarch-run")):
     llvm_config.add_tool_substitutions(["monarch-run"], tool_dirs)
     config.available_features.add("monarch-run")
+
+# monarch-opt linked statically (tools/monarch-opt/CMakeLists.txt), and the
+# monarch-run built as without the compiler (tools/monarch-run/CMakeLists.txt),
+# which compiles .mlir files by running it. Features when CMake configured the
+# targets (a target that stopped building fails its tests instead of skipping
+# them). `--param monarch-opt=PATH` (lit's own) runs the suite against another
+# monarch-opt, e.g. the static one.
+for tool, built in [
+    ("monarch-opt-static", config.monarch_have_static_opt),
+    ("monarch-run-nocompiler", config.monarch_have_run_nocompiler),
+]:
+    if built:
+        llvm_config.add_tool_substitutions(
+            [ToolSubst(tool, command=os.path.join(config.monarch_tools_dir, tool))]
+        )
+        config.available_features.add(tool)

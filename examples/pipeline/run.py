@@ -118,7 +118,7 @@ SEND_SOURCE: Dict[int, int] = {}   # send_tensor instruction -> source stage
 
 
 def instruction_phases(plan_path: str) -> Dict[int, str]:
-    from monarch._plan import plan
+    from monarch._src.backend.plan import plan
 
     program = plan.Program()
     with open(plan_path, "rb") as f:

@@ -4,7 +4,7 @@
 //
 //  * In the controller it drives the actor runtime (MonarchRuntime only; no
 //    tensor engine): spawn_procs() starts a proc mesh whose workers are
-//    Python processes (`python3 -m monarch._worker`, through a tiny launcher
+//    Python processes (`python3 .../monarch/_src/bootstrap.py`, through a launcher
 //    script since the local launcher execs a path without arguments), Procs
 //    spawns actor meshes of the generic C++ class "monarch.PythonActor", and
 //    Actors sends the adverbs. Every value crosses as a list of raw frames:
@@ -14,7 +14,7 @@
 //  * In a worker, importing the module registers "monarch.PythonActor" and
 //    run_worker() serves (monarch::runWorker with the GIL released). The
 //    actor's constructor and its single endpoint "call" take the GIL and call
-//    monarch._worker.construct / invoke, which unpickle the class, the
+//    monarch._src.actor.worker.construct / invoke, which unpickle the class, the
 //    arguments, run the Python method and pickle the result.
 //
 // Blocking calls release the GIL; no callback ever takes the GIL on the io
@@ -88,7 +88,7 @@ struct EventLog {
 };
 
 /// Supervision events waiting for this process's Python dispatcher thread
-/// (monarch._actor_mesh), which runs the owner's __supervise__: the runtime's
+/// (monarch._src.actor.supervision), which runs the owner's __supervise__: the runtime's
 /// hooks run on the io thread and may neither block nor take the GIL, so they
 /// only queue. kind is "runtime" (a proc died or an actor stopped) or
 /// "escalated" (an owning actor below did not handle an event).
@@ -475,7 +475,7 @@ void escalate(const std::string &addr, int64_t port, const std::string &mesh,
 // -- The actor class served by Python workers --------------------------------
 
 std::string pythonErrorText(py::error_already_set &e) {
-  // monarch._worker raises errors whose str() is the formatted traceback.
+  // monarch._src.actor.worker raises errors whose str() is the formatted traceback.
   try {
     return py::str(e.value()).cast<std::string>();
   } catch (...) {
@@ -494,7 +494,7 @@ public:
       c["rank"] = ctx.rank;
       c["proc_rank"] = ctx.procRank;
       c["proc_id"] = ctx.procId;
-      py::object made = py::module_::import("monarch._worker")
+      py::object made = py::module_::import("monarch._src.actor.worker")
                             .attr("construct")(toPy(frames), c);
       instance = std::make_unique<py::object>(std::move(made));
     } catch (py::error_already_set &e) {
@@ -516,7 +516,7 @@ public:
     py::gil_scoped_acquire gil;
     try {
       py::object out =
-          py::module_::import("monarch._worker")
+          py::module_::import("monarch._src.actor.worker")
               .attr("invoke")(*instance, method, toPy(frames), flags);
       return fromPy(py::reinterpret_borrow<py::sequence>(out));
     } catch (py::error_already_set &e) {

@@ -48,7 +48,7 @@ std::shared_ptr<void> hold(const py::object &obj) {
 }
 
 [[noreturn]] void raise(const Status &s) {
-  py::object err = py::module_::import("monarch.rdma").attr("RDMAError");
+  py::object err = py::module_::import("monarch._src.rdma.buffer").attr("RDMAError");
   PyErr_SetObject(err.ptr(),
                   py::make_tuple(s.message(), errorCodeName(s.code())).ptr());
   throw py::error_already_set();

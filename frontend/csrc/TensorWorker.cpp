@@ -93,7 +93,7 @@ TensorFunction pythonFunction(const std::string &name,
       py::list in;
       for (const auto &a : args)
         in.append(toPy(a));
-      py::object out = py::module_::import("monarch._remote_exec")
+      py::object out = py::module_::import("monarch._src.tensor.remote_exec")
                            .attr("call")(name, in, py::bytes(definition));
       return tensorsOf(out, name);
     } catch (py::error_already_set &e) {
@@ -114,7 +114,7 @@ public:
       py::list in;
       for (const auto &a : args)
         in.append(toPy(a));
-      py::object out = py::module_::import("monarch._worker")
+      py::object out = py::module_::import("monarch._src.tensor.remote_exec")
                            .attr("call_actor")(actor, endpoint, in);
       return tensorsOf(out, actor + "." + endpoint);
     } catch (py::error_already_set &e) {

@@ -13,7 +13,18 @@
 //                                    | ("proc_failure", rank, message)
 //   c.size(); c.pids(); c.procs_capsule(); c.host_mesh_capsule(); c.stop()
 //
+//   s = InstructionStream(c, max_batch=256, max_delay_us=500)  # or (None): record
+//   t = s.define_op(call_op_bytes, [(dtype, shape), ...])  # a template
+//   loc = s.location("prog.py:12")
+//   id = s.op(t, mesh, stream, loc, (x, w), (y,))      # InstructionStream.h
+//   id = s.raw(instruction_bytes, [(ref, dtype, shape), ...])
+//   s.delete_ref(ref, mesh, stream); s.flush(); s.close()
+//   s.declare(program_bytes); s.mesh_origin(mesh, parent, kind, spec)
+//   s.traced("main") -> TracedProgram bytes            (recording only)
+//
 //===----------------------------------------------------------------------===//
+
+#include "InstructionStream.h"
 
 #include "monarch/runtime/host/AttachHosts.h"
 #include "monarch/tensor/Controller.h"
@@ -23,6 +34,8 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <tuple>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -104,6 +117,15 @@ public:
     if (!controller)
       throw std::runtime_error("the controller was stopped");
     return *controller;
+  }
+
+  /// Sends a batch (an InstructionStream's sink; any thread, no GIL).
+  monarch::Status submitBatch(const plan::InstructionBatch &batch) {
+    std::lock_guard<std::mutex> lock(stopMu);
+    if (!controller)
+      return monarch::Status(monarch::ErrorCode::Closed,
+                             "the controller was stopped");
+    return controller->submit(batch);
   }
 
   void declare(const py::bytes &programBytes) {
@@ -195,6 +217,7 @@ public:
     monarch::Status status;
     {
       py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(stopMu);
       status = controller->stop();
       controller.reset();
       hosts.reset(); // detaches; SLURM agents end
@@ -206,6 +229,214 @@ public:
 private:
   std::unique_ptr<monarch::host::AttachedHosts> hosts; // outlives controller
   std::unique_ptr<Controller> controller;
+  std::mutex stopMu; ///< a stream's send never meets stop()
+};
+
+using monarch::frontend::InstructionStream;
+
+[[noreturn]] void raiseValue(const monarch::Status &status) {
+  if (status.code() == monarch::ErrorCode::Invalid)
+    throw py::value_error(status.message());
+  throw std::runtime_error(status.toString());
+}
+
+template <typename T> T unwrap(monarch::Expected<T> e) {
+  if (!e.ok())
+    raiseValue(e.status());
+  return std::move(e).value();
+}
+
+plan::TensorMeta tensorMeta(int64_t dtype, const std::vector<int64_t> &shape) {
+  plan::TensorMeta m;
+  m.set_dtype(static_cast<plan::DType>(dtype));
+  for (int64_t d : shape)
+    m.add_shape(d);
+  return m;
+}
+
+/// The Python face of InstructionStream: a session's instructions to its
+/// controller (or recorded, for tracing).
+class PyStream {
+public:
+  /// `target`: a Controller (batches go straight to its workers), None
+  /// (record a TracedProgram), or any object with submit(bytes) -- the
+  /// in-process simulation -- which is called with the GIL on the issuing
+  /// thread (no background flushing for it).
+  PyStream(py::object target, size_t maxBatch, int64_t maxDelayUs) {
+    monarch::frontend::BatchSink sink;
+    monarch::frontend::InstructionStreamOptions options;
+    options.maxBatch = maxBatch;
+    options.maxDelay = std::chrono::microseconds(std::max<int64_t>(maxDelayUs, 0));
+    if (py::isinstance<PyController>(target)) {
+      PyController *controller = target.cast<PyController *>();
+      sink = [controller](const plan::InstructionBatch &b) {
+        return controller->submitBatch(b);
+      };
+    } else if (!target.is_none()) {
+      py::object submit = target.attr("submit");
+      auto holder = std::make_shared<py::object>(std::move(submit));
+      pySink = holder;
+      sink = [holder](const plan::InstructionBatch &b) {
+        std::string bytes = b.SerializeAsString();
+        py::gil_scoped_acquire gil;
+        try {
+          (*holder)(py::bytes(bytes));
+        } catch (py::error_already_set &e) {
+          return monarch::Status(monarch::ErrorCode::Closed, e.what());
+        }
+        return monarch::Status::ok();
+      };
+      options.maxDelay = std::chrono::microseconds(0);
+    }
+    stream = std::make_unique<InstructionStream>(std::move(sink), options);
+  }
+
+  ~PyStream() {
+    // The stream's last flush may call a Python sink: it takes the GIL.
+    py::gil_scoped_release release;
+    stream.reset();
+    if (pySink) {
+      py::gil_scoped_acquire gil;
+      pySink.reset();
+    }
+  }
+
+  int64_t defineOp(const py::bytes &callOp,
+                   const std::vector<std::pair<int64_t, std::vector<int64_t>>>
+                       &resultTypes) {
+    std::vector<plan::TensorMeta> types;
+    for (const auto &[dtype, shape] : resultTypes)
+      types.push_back(tensorMeta(dtype, shape));
+    return unwrap(stream->defineOp(std::string(callOp), std::move(types)));
+  }
+
+  int64_t location(const std::string &text) { return stream->location(text); }
+
+  int64_t op(int64_t templateId, int64_t mesh, int64_t streamId,
+             int64_t locationId, const std::vector<int64_t> &inputs,
+             const std::vector<int64_t> &results) {
+    py::gil_scoped_release release;
+    return unwrap(
+        stream->op(templateId, mesh, streamId, locationId, inputs, results));
+  }
+
+  int64_t raw(const py::bytes &instruction,
+              const std::vector<std::tuple<int64_t, int64_t,
+                                           std::vector<int64_t>>> &types) {
+    std::vector<plan::RefType> refTypes;
+    for (const auto &[ref, dtype, shape] : types) {
+      plan::RefType rt;
+      rt.set_ref(ref);
+      *rt.mutable_meta() = tensorMeta(dtype, shape);
+      refTypes.push_back(std::move(rt));
+    }
+    std::string bytes(instruction);
+    py::gil_scoped_release release;
+    return unwrap(stream->raw(bytes, refTypes));
+  }
+
+  void deleteRef(int64_t ref, int64_t mesh, int64_t streamId) {
+    stream->deleteRef(ref, mesh, streamId);
+  }
+
+  void flush() {
+    monarch::Status s;
+    {
+      py::gil_scoped_release release;
+      s = stream->flush();
+    }
+    if (!s.isOk())
+      raiseValue(s);
+  }
+
+  void close() {
+    monarch::Status s;
+    {
+      py::gil_scoped_release release;
+      s = stream->close();
+    }
+    if (!s.isOk())
+      raiseValue(s);
+  }
+
+  void declare(const py::bytes &programBytes) {
+    plan::Program program;
+    if (!program.ParseFromString(std::string(programBytes)))
+      throw py::value_error("declare: the bytes are not a serialized plan.Program");
+    stream->declare(program);
+  }
+
+  /// How a mesh view was made: kind "rename" (spec: [(from, to)]), "split"
+  /// ([(dim, [names])], [(name, size)]), "slice" ([(dim, index or (start,
+  /// stop, step) with None)]), "flatten" (name).
+  void meshOrigin(int64_t mesh, int64_t parent, const std::string &kind,
+                  const py::object &spec) {
+    plan::MeshOrigin o;
+    o.set_mesh(mesh);
+    o.set_parent(parent);
+    if (kind == "rename") {
+      auto *r = o.mutable_rename();
+      for (auto item : spec) {
+        auto pair = item.cast<std::pair<std::string, std::string>>();
+        r->add_from(pair.first);
+        r->add_to(pair.second);
+      }
+    } else if (kind == "split") {
+      auto parts = spec.cast<py::tuple>();
+      auto *sp = o.mutable_split();
+      for (auto item : parts[0]) {
+        auto pair = item.cast<std::pair<std::string, std::vector<std::string>>>();
+        auto *d = sp->add_dims();
+        d->set_name(pair.first);
+        for (const auto &n : pair.second)
+          d->add_into(n);
+      }
+      for (auto item : parts[1]) {
+        auto pair = item.cast<std::pair<std::string, int64_t>>();
+        auto *sz = sp->add_sizes();
+        sz->set_name(pair.first);
+        sz->set_size(pair.second);
+      }
+    } else if (kind == "slice") {
+      auto *sl = o.mutable_slice();
+      for (auto item : spec) {
+        auto pair = item.cast<py::tuple>();
+        auto *c = sl->add_coords();
+        c->set_dim(pair[0].cast<std::string>());
+        py::object v = pair[1];
+        if (py::isinstance<py::int_>(v)) {
+          c->set_index(v.cast<int64_t>());
+        } else {
+          auto bounds = v.cast<py::tuple>();
+          auto *range = c->mutable_range();
+          if (!bounds[0].is_none())
+            range->set_start(bounds[0].cast<int64_t>());
+          if (!bounds[1].is_none())
+            range->set_stop(bounds[1].cast<int64_t>());
+          if (!bounds[2].is_none())
+            range->set_step(bounds[2].cast<int64_t>());
+        }
+      }
+    } else if (kind == "flatten") {
+      o.mutable_flatten()->set_name(spec.cast<std::string>());
+    } else {
+      throw py::value_error("mesh_origin: unknown kind '" + kind + "'");
+    }
+    stream->meshOrigin(o);
+  }
+
+  py::bytes traced(const std::string &entry) {
+    std::string out;
+    stream->traced(entry).SerializeToString(&out);
+    return py::bytes(out);
+  }
+
+  int64_t issued() const { return stream->issued(); }
+  bool recording() const { return stream->recording(); }
+
+private:
+  std::unique_ptr<InstructionStream> stream;
+  std::shared_ptr<py::object> pySink; ///< released with the GIL held
 };
 
 } // namespace
@@ -231,4 +462,24 @@ PYBIND11_MODULE(_C, m) {
       .def("procs_capsule", &PyController::procsCapsule)
       .def("host_mesh_capsule", &PyController::hostMeshCapsule)
       .def("stop", &PyController::stop);
+  py::class_<PyStream>(m, "InstructionStream")
+      .def(py::init<py::object, size_t, int64_t>(), py::arg("target"),
+           py::arg("max_batch") = 256, py::arg("max_delay_us") = 500,
+           py::keep_alive<1, 2>()) // the controller outlives its stream
+      .def("define_op", &PyStream::defineOp, py::arg("call_op"),
+           py::arg("result_types") =
+               std::vector<std::pair<int64_t, std::vector<int64_t>>>{})
+      .def("location", &PyStream::location)
+      .def("op", &PyStream::op)
+      .def("raw", &PyStream::raw, py::arg("instruction"),
+           py::arg("types") =
+               std::vector<std::tuple<int64_t, int64_t, std::vector<int64_t>>>{})
+      .def("delete_ref", &PyStream::deleteRef)
+      .def("flush", &PyStream::flush)
+      .def("close", &PyStream::close)
+      .def("declare", &PyStream::declare)
+      .def("mesh_origin", &PyStream::meshOrigin)
+      .def("traced", &PyStream::traced, py::arg("entry") = "main")
+      .def_property_readonly("issued", &PyStream::issued)
+      .def_property_readonly("recording", &PyStream::recording);
 }

@@ -3,6 +3,13 @@
 Every eager test runs on two backends: ``sim`` (the in-process simulation of
 the workers, always available) and ``c`` (monarch._C: the C++ controller and
 real worker processes), which skips only when ``monarch._C`` is not built.
+
+Tests that build tensors take ``device``: ``$MONARCH_TEST_DEVICE`` ("cpu" by
+default; scripts/gpu-check.sh sets "cuda"). "cuda" also runs on a machine
+without a GPU: the frontend records the device asked for and the workers
+place such tensors on the CPU (one warning each). ``placed_on(device)`` is
+where a worker really puts them, which the tests check against the
+``source_device`` of their fetches.
 """
 
 from __future__ import annotations
@@ -20,13 +27,41 @@ except ImportError:  # running from the source tree without the build
     sys.path.insert(0, os.path.join(_root, "frontend", "python"))
     import monarch  # noqa: F401
 
-from monarch._session import backend_available  # noqa: E402
-from monarch._trace_api import find_monarch_opt  # noqa: E402
+from monarch._src.tensor.session import backend_available  # noqa: E402
+from monarch._src.tensor.trace_api import find_monarch_opt  # noqa: E402
 
 C_SKIP_REASON = (
     "monarch._C is not built (the C++ controller, target MonarchTensorController, "
     "is missing from this build)"
 )
+
+
+def _test_device() -> str:
+    value = os.environ.get("MONARCH_TEST_DEVICE", "cpu") or "cpu"
+    if value not in ("cpu", "cuda"):
+        raise pytest.UsageError(f"MONARCH_TEST_DEVICE={value!r}: use 'cpu' or 'cuda'")
+    return value
+
+
+@pytest.fixture
+def device() -> str:
+    """The device tests build their tensors on: $MONARCH_TEST_DEVICE ("cpu"
+    or "cuda"), "cuda" also where torch has no GPU (the workers fall back)."""
+    return _test_device()
+
+
+def placed_on(device: str) -> str:
+    """The device type a worker really puts tensors asked for on ``device``:
+    "cuda" only where this machine has a GPU, else "cpu"."""
+    import torch
+
+    if torch.device(device).type == "cuda" and torch.cuda.is_available():
+        return "cuda"
+    return "cpu"
+
+
+def pytest_report_header(config):
+    return f"monarch test device: {_test_device()}"
 
 
 @pytest.fixture(params=["sim", "c"])

@@ -1,7 +1,10 @@
-"""The seed programs, deterministic, as functions of a backend.
+"""The seed programs, deterministic, as functions of a backend and a device.
 
 Each returns the values it fetched (``monarch.inspect``), so the eager run and
 the traced run (MLIR -> plan -> workers) can be compared value by value.
+``device`` is where the programs' tensors live on the workers ("cpu" or
+"cuda"); fetched values always come back on the controller's CPU, and the
+single-process references (``*_local``) compute on the CPU.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ POOL = None  # set by conftest: shares C++ worker meshes between tests
 
 
 def _spawn(backend: str, shape: dict) -> Any:
-    from monarch import _trace_mlir
+    from monarch._src.tensor import tracing as _trace_mlir
 
     if POOL is not None and _trace_mlir.current() is None:
         m = POOL(backend, shape)
@@ -34,11 +37,11 @@ def _release(mesh: Any) -> None:
         mesh.stop()
 
 
-def matmul(backend: str) -> List[Any]:
+def matmul(backend: str, device: str = "cpu") -> List[Any]:
     mesh = _spawn(backend, {"host": 2, "gpu": 2})
     with mesh.activate():
-        r = mesh.rank(("host", "gpu"))
-        t = torch.arange(12.0).reshape(3, 4) / 10 + r
+        r = mesh.rank(("host", "gpu"))  # a 0-d CPU tensor: a constant to any device
+        t = torch.arange(12.0, device=device).reshape(3, 4) / 10 + r
         dist_compute = t @ t.T
     out = []
     for h in range(2):
@@ -49,10 +52,10 @@ def matmul(backend: str) -> List[Any]:
     return out
 
 
-def reduce(backend: str) -> List[Any]:
+def reduce(backend: str, device: str = "cpu") -> List[Any]:
     mesh = _spawn(backend, {"host": 2, "gpu": 2})
     with mesh.activate():
-        x = torch.arange(1.0, 5.0) * (mesh.rank("host") * 10 + mesh.rank("gpu") + 1)
+        x = torch.arange(1.0, 5.0, device=device) * (mesh.rank("host") * 10 + mesh.rank("gpu") + 1)
         results = [
             x.reduce("gpu", "sum"),
             x.reduce("host", "avg"),
@@ -69,25 +72,28 @@ def reduce(backend: str) -> List[Any]:
     return out
 
 
-def rename_split(backend: str) -> List[Any]:
+def rename_split(backend: str, device: str = "cpu") -> List[Any]:
     remote_mesh = _spawn(backend, {"host": 2, "gpu": 2})
     mesh_2d = remote_mesh.rename(host="dp", gpu="tp")
     mesh_3d = remote_mesh.split(host=("dp", "pp"), gpu=("tp",), pp=2)
     with mesh_2d.activate():
-        a = torch.ones(2) * mesh_2d.rank(("dp", "tp"))
+        a = torch.ones(2, device=device) * mesh_2d.rank(("dp", "tp"))
         s = a.reduce("tp", "sum")
     with mesh_3d.activate():
-        b = torch.ones(2) * mesh_3d.rank("pp")
+        b = torch.ones(2, device=device) * mesh_3d.rank("pp")
         c = b.reduce("pp", "stack")
     out = [monarch.inspect(s, dp=1, tp=0), monarch.inspect(c, dp=0, pp=1, tp=1)]
     _release(remote_mesh)
     return out
 
 
-def _init_deterministic(module: nn.Module, seed: int) -> None:
+def _init_deterministic(module: nn.Module, seed: int, device: str = "cpu") -> None:
+    """Parameters set to fixed values; ``device`` is where the module lives
+    (the values are made there, so the copy does not cross devices)."""
     with torch.no_grad():
         for i, p in enumerate(module.parameters()):
-            p.copy_((torch.arange(p.numel(), dtype=p.dtype).reshape(p.shape) - seed - i) / 17)
+            values = torch.arange(p.numel(), dtype=p.dtype, device=device).reshape(p.shape)
+            p.copy_((values - seed - i) / 17)
 
 
 def forward_pipeline(meshes: List[Any], stages: List[nn.Module], x: Any) -> Any:
@@ -101,7 +107,7 @@ def forward_pipeline(meshes: List[Any], stages: List[nn.Module], x: Any) -> Any:
         return x
 
 
-def pipeline(backend: str) -> List[Any]:
+def pipeline(backend: str, device: str = "cpu") -> List[Any]:
     remote_mesh = _spawn(backend, {"host": 2, "gpu": 2})
     pipeline_mesh = remote_mesh.rename(host="pp")
     meshes = [pipeline_mesh.slice(pp=i) for i in range(pipeline_mesh.size("pp"))]
@@ -110,13 +116,13 @@ def pipeline(backend: str) -> List[Any]:
         with stage_mesh.activate():
             layers = []
             for _ in range(2):
-                layers.extend([nn.Linear(4, 4), nn.ReLU()])
+                layers.extend([nn.Linear(4, 4, device=device), nn.ReLU()])
             stage = nn.Sequential(*layers)
-            _init_deterministic(stage, k)
+            _init_deterministic(stage, k, device)
             stages.append(stage)
 
     with meshes[0].activate():
-        inp = torch.arange(12.0).reshape(3, 4) / 12 + meshes[0].rank("gpu")
+        inp = torch.arange(12.0, device=device).reshape(3, 4) / 12 + meshes[0].rank("gpu")
     out = forward_pipeline(meshes, stages, inp)
     values = [monarch.inspect(out, gpu=0), monarch.inspect(out, gpu=1)]
     _release(remote_mesh)
@@ -140,16 +146,17 @@ def pipeline_local() -> List[Any]:
     return values
 
 
-def ddp(backend: str, comms: bool = False, steps: int = 3, lr: float = 0.5) -> List[Any]:
+def ddp(backend: str, device: str = "cpu", comms: bool = False, steps: int = 3,
+        lr: float = 0.5) -> List[Any]:
     mesh = _spawn(backend, {"host": 2, "gpu": 2})
     dp = mesh.flatten("dp")
     stream = monarch.Stream("comms") if comms else None
     with dp.activate():
         r = dp.rank("dp")
-        x = (torch.arange(8.0).reshape(2, 4) + r * 8) / 32
-        y = (torch.arange(6.0).reshape(2, 3) + r * 6) / 24
-        model = nn.Linear(4, 3)
-        _init_deterministic(model, 0)
+        x = (torch.arange(8.0, device=device).reshape(2, 4) + r * 8) / 32
+        y = (torch.arange(6.0, device=device).reshape(2, 3) + r * 6) / 24
+        model = nn.Linear(4, 3, device=device)
+        _init_deterministic(model, 0, device)
         params = list(model.parameters())
         for _ in range(steps):
             loss = ((model(x) - y) ** 2).mean()
@@ -189,14 +196,19 @@ def ddp_local(steps: int = 3, lr: float = 0.5) -> List[Any]:
     return [p.detach() for p in params for _ in range(4)]
 
 
-def failure(backend: str) -> List[Any]:
+def failure(backend: str, device: str = "cpu") -> List[Any]:
     mesh = _spawn(backend, {"gpu": 2})
     with mesh.activate():
+        # The failing op stays on the CPU: an index out of range is a CPU
+        # bounds check there, but on CUDA a device-side assert, which leaves
+        # the worker's CUDA context unusable for everything after it (no
+        # error on a GPU is "not fatal" that way). The independent value is
+        # on the device.
         src = torch.arange(4.0)
         idx = torch.full((1,), 7, dtype=torch.int64)
         bad = torch.index_select(src, 0, idx)
         dep = bad * 2
-        fine = src + 1
+        fine = torch.arange(4.0, device=device) + 1
     out: List[Any] = []
     for t in (dep, fine):
         try:
@@ -213,6 +225,6 @@ PROGRAMS = {
     "rename_split": rename_split,
     "pipeline": pipeline,
     "ddp": ddp,
-    "ddp_comms": lambda backend: ddp(backend, comms=True),
+    "ddp_comms": lambda backend, device="cpu": ddp(backend, device, comms=True),
     "failure": failure,
 }

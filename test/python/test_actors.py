@@ -7,6 +7,10 @@ about actors, which live in their own Python worker processes either way.
 Actor classes are defined at module level so the workers import them by
 module and name; this module does not import torch at the top so that workers
 importing it stay fast.
+
+Tests that pass tensors to actors or have actors make them take ``device``:
+an actor allocates on it where its own process has a GPU (``_actor_device``),
+else on the CPU.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import pytest
 
 _actors = pytest.importorskip("monarch._actors")
 
-from monarch import _actor_mesh  # noqa: E402
+from monarch._src.actor import actor_mesh as _actor_mesh  # noqa: E402
+from monarch._src.common import pickling  # noqa: E402
 from waiting import wait_until  # noqa: E402
 from monarch.actor import (  # noqa: E402
     Actor,
@@ -37,6 +42,14 @@ from monarch.actor import (  # noqa: E402
 
 
 # -- actors ----------------------------------------------------------------------
+
+def _actor_device(device: str) -> str:
+    """Where an actor allocates tensors asked for on ``device``: decided in
+    its own process, the CPU where it has no GPU."""
+    import torch
+
+    return device if torch.cuda.is_available() else "cpu"
+
 
 class Trainer(Actor):
     """The seed's example."""
@@ -90,6 +103,19 @@ class Counter(Actor):
     @endpoint
     def echo(self, value):
         return value
+
+    @endpoint
+    def make(self, n: int, device: str):
+        """A tensor made here, on ``device`` if this process has a GPU."""
+        import torch
+
+        rank = self.point["host"] * self.size["gpu"] + self.point["gpu"]
+        return torch.arange(n, dtype=torch.float32, device=_actor_device(device)) + rank
+
+    @endpoint
+    def describe(self, t):
+        """Where a tensor sent here lives in this process, and its sum."""
+        return str(t.device), float(t.sum().item())
 
 
 class BadInit(Actor):
@@ -240,11 +266,35 @@ def test_large_tensor_travels_as_raw_frame(counters):
     import torch
 
     t = torch.arange(256 * 1024, dtype=torch.float32).reshape(512, 512)
-    frames = _actor_mesh.dumps((t,))
+    frames = pickling.dumps((t,))
     assert len(frames) == 2 and len(frames[1]) == t.numel() * 4  # out of band
     assert len(frames[0]) < 1024
     back = counters.slice(host=0, gpu=0).echo.call_one(t).get(timeout=30)
     assert torch.equal(back, t)
+
+
+def test_actors_make_and_take_tensors_on_the_device(counters, device):
+    import torch
+
+    from conftest import placed_on
+
+    # Made in the actors: each on its process's device, and back here on it
+    # (a CUDA tensor pickles with its device; this process has the same GPUs).
+    made = counters.make.call(1000, device).get(timeout=30)
+    for point, t in made.items():
+        assert t.device.type == placed_on(device), (point, t.device)
+        rank = point["host"] * 2 + point["gpu"]
+        assert torch.equal(t.cpu(), torch.arange(1000, dtype=torch.float32) + rank)
+    # Sent to an actor: it gets the tensor on that device, small and large
+    # (CPU tensors of 64 KiB or more travel as raw frames, CUDA ones in the
+    # pickle).
+    one = counters.slice(host=1, gpu=0)
+    for n in (6, 256 * 1024):
+        x = torch.ones(n, device=_actor_device(device))
+        where, total = one.describe.call_one(x).get(timeout=30)
+        assert where.startswith(placed_on(device)) and total == float(n)
+        back = one.echo.call_one(x).get(timeout=30)
+        assert back.device.type == placed_on(device) and torch.equal(back, x)
 
 
 # -- errors and supervision ----------------------------------------------------------

@@ -1,4 +1,7 @@
-"""Every misuse category is raised at the call site, before anything is sent."""
+"""Every misuse category is raised at the call site, before anything is sent.
+
+The distributed tensors are made on the test device (``device``); the local
+tensors of LOCAL_TENSOR stay the controller's CPU tensors they are."""
 
 from __future__ import annotations
 
@@ -8,24 +11,25 @@ import pytest
 import torch
 
 import monarch
+from conftest import placed_on
 
 
 @contextlib.contextmanager
 def nothing_sent(mesh):
-    before = mesh._session._next_instruction
+    before = mesh._session.issued
     yield
-    assert mesh._session._next_instruction == before, "an instruction was sent"
+    assert mesh._session.issued == before, "an instruction was sent"
 
 
 def raises(category):
     return pytest.raises(monarch.MonarchUsageError, match=f"^{category}: ")
 
 
-def test_local_tensor(spawn):
+def test_local_tensor(spawn, device):
     mesh = spawn({"gpu": 2})
     local = torch.ones(3)
     with mesh.activate():
-        t = torch.ones(3)
+        t = torch.ones(3, device=device)
         with nothing_sent(mesh), raises("LOCAL_TENSOR"):
             t + local
         with nothing_sent(mesh), raises("LOCAL_TENSOR"):
@@ -34,36 +38,39 @@ def test_local_tensor(spawn):
         monarch.fetch_shard(local)
     with raises("LOCAL_TENSOR"):
         monarch.reduce(local, "gpu")
-    # 0-d local tensors and Python numbers are constants
+    # 0-d local tensors and Python numbers are constants (also to a CUDA tensor)
     with mesh.activate():
         u = t * torch.tensor(2.0) + 1
     assert torch.equal(monarch.inspect(u), torch.full((3,), 3.0))
+    fut = monarch.fetch_shard(u, gpu=1)
+    fut.get()
+    assert fut.source_device.startswith(placed_on(device)), fut.source_device
 
 
-def test_wrong_mesh(spawn):
+def test_wrong_mesh(spawn, device):
     mesh = spawn({"host": 2, "gpu": 2})
     a, b = mesh.slice(host=0), mesh.slice(host=1)
     with a.activate():
-        t = torch.ones(2)
+        t = torch.ones(2, device=device)
     with b.activate():
         with nothing_sent(mesh), raises("WRONG_MESH"):
             t + 1
     other = spawn({"host": 2, "gpu": 2})
     with mesh.activate():
-        x = torch.ones(2)
+        x = torch.ones(2, device=device)
     with other.activate():
-        y = torch.ones(2)
+        y = torch.ones(2, device=device)
     with nothing_sent(mesh), raises("WRONG_MESH"):
         x + y
     with raises("WRONG_MESH"):
         x.to_mesh(other)
 
 
-def test_wrong_stream(spawn):
+def test_wrong_stream(spawn, device):
     mesh = spawn({"gpu": 2})
     comms = monarch.Stream("comms")
     with mesh.activate():
-        t = torch.ones(2)
+        t = torch.ones(2, device=device)
         with comms.activate():
             with nothing_sent(mesh), raises("WRONG_STREAM"):
                 t * 2
@@ -73,11 +80,11 @@ def test_wrong_stream(spawn):
         monarch.get_active_stream().borrow(t)
 
 
-def test_borrowed(spawn):
+def test_borrowed(spawn, device):
     mesh = spawn({"gpu": 2})
     comms = monarch.Stream("comms")
     with mesh.activate():
-        t = torch.ones(2)
+        t = torch.ones(2, device=device)
     t2, borrow = comms.borrow(t, mutable=True)
     with mesh.activate():
         with nothing_sent(mesh), raises("BORROWED"):
@@ -89,11 +96,11 @@ def test_borrowed(spawn):
         t + 1  # the origin has its access back
 
 
-def test_dropped(spawn):
+def test_dropped(spawn, device):
     mesh = spawn({"gpu": 2})
     comms = monarch.Stream("comms")
     with mesh.activate():
-        t = torch.ones(2)
+        t = torch.ones(2, device=device)
     t2, borrow = comms.borrow(t)
     borrow.drop()
     with comms.activate(), mesh.activate():
@@ -102,11 +109,11 @@ def test_dropped(spawn):
     assert "test_misuse.py" in str(info.value)  # where it was dropped
 
 
-def test_mutating_borrow(spawn):
+def test_mutating_borrow(spawn, device):
     mesh = spawn({"gpu": 2})
     comms = monarch.Stream("comms")
     with mesh.activate():
-        t = torch.ones(2)
+        t = torch.ones(2, device=device)
     t2, borrow = comms.borrow(t, mutable=False)
     with mesh.activate():
         with nothing_sent(mesh), raises("MUTATING_BORROW"):
@@ -122,11 +129,11 @@ def test_mutating_borrow(spawn):
     borrow.drop()
 
 
-def test_requires_grad(spawn):
+def test_requires_grad(spawn, device):
     mesh = spawn({"gpu": 2})
     comms = monarch.Stream("comms")
     with mesh.activate():
-        w = torch.ones(2, requires_grad=True)
+        w = torch.ones(2, requires_grad=True, device=device)
         with nothing_sent(mesh), raises("REQUIRES_GRAD"):
             comms.borrow(w)
         with raises("REQUIRES_GRAD"):
@@ -137,9 +144,9 @@ def test_requires_grad(spawn):
         w.to_mesh(mesh)
 
 
-def test_value_on_controller(spawn):
+def test_value_on_controller(spawn, device):
     mesh = spawn({"gpu": 2})
     with mesh.activate():
-        t = torch.ones(2)
+        t = torch.ones(2, device=device)
     with pytest.raises(RuntimeError, match="inspect"):
         bool(t.sum() > 0)

@@ -18,8 +18,8 @@ import torch
 
 import monarch
 from monarch import fetch_shard
-from monarch import _actor_mesh
-from monarch._session import backend_available
+from monarch._src.actor import actor_mesh as _actor_mesh
+from monarch._src.tensor.session import backend_available
 from monarch.actor import Actor, SupervisionError, attach_hosts, endpoint
 from waiting import wait_until
 

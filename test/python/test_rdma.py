@@ -4,6 +4,11 @@ Run: PYTHONPATH=build/python /usr/bin/python3 -m pytest test/python/test_rdma.py
 
 One Python actor owns registered tensors; the controller reads and writes
 them over the TCP fallback (no RDMA NIC here), and the other way round.
+
+RDMA moves host memory only (docs/rdma.md): a buffer over CUDA memory is
+refused by name, which test_buffers_over_device_memory checks where the
+actor has a GPU; without one the actor's tensor falls back to the CPU and
+the buffer works. The other tests register CPU memory by nature.
 """
 
 from __future__ import annotations
@@ -18,6 +23,12 @@ from monarch.actor import Actor, endpoint, this_host  # noqa: E402
 from monarch.rdma import RDMABuffer, RDMAError, backend, submit  # noqa: E402
 
 
+def _actor_device(device: str) -> str:
+    """Where an actor allocates tensors asked for on ``device``: decided in
+    its own process, the CPU where it has no GPU."""
+    return device if torch.cuda.is_available() else "cpu"
+
+
 class Owner(Actor):
     def __init__(self):
         self.tensors = {}
@@ -29,6 +40,19 @@ class Owner(Actor):
         self.tensors[name] = t
         self.buffers[name] = RDMABuffer(t)
         return self.buffers[name]
+
+    @endpoint
+    def make_on(self, name: str, n: int, device: str):
+        """A tensor on ``device`` (where this process has a GPU) and a buffer
+        over it: (the tensor's device, the buffer or None, the refusal)."""
+        t = torch.arange(n, dtype=torch.float32, device=_actor_device(device))
+        try:
+            buf = RDMABuffer(t)
+        except RDMAError as e:
+            return str(t.device), None, (e.code, str(e))
+        self.tensors[name] = t
+        self.buffers[name] = buf
+        return str(t.device), buf, None
 
     @endpoint
     def tensor(self, name: str) -> torch.Tensor:
@@ -113,6 +137,37 @@ def test_drop_from_a_handle_reaches_the_owner(owner):
     buf.drop()
     with pytest.raises(RDMAError, match="was dropped"):
         buf.read_into(torch.empty(64)).get(30)
+
+
+def test_buffers_over_device_memory(owner, device):
+    from conftest import placed_on
+
+    n = 4096
+    where, buf, refused = owner.make_on.call_one("on_device", n, device).get(30)
+    assert where.startswith(placed_on(device)), where
+    if placed_on(device) == "cuda":
+        # Not supported: the binding registers host memory only (the TCP
+        # fallback copies host memory; ibverbs' dma-buf registration of GPU
+        # memory is not wired to RDMABuffer). Refused by name, on either end.
+        assert buf is None
+        code, message = refused
+        assert code == "Invalid" and "RDMA of cuda tensors is not supported" in message
+        with pytest.raises(RDMAError, match="RDMA of cuda tensors is not supported"):
+            RDMABuffer(torch.zeros(16, device="cuda"))
+        host = owner.make.call_one("host_side", 16, 0.0).get(30)
+        with pytest.raises(RDMAError, match="RDMA of cuda tensors is not supported"):
+            host.read_into(torch.empty(16, device="cuda")).get(10)
+        with pytest.raises(RDMAError, match="RDMA of cuda tensors is not supported"):
+            host.write_from(torch.zeros(16, device="cuda")).get(10)
+        return
+    # The actor's tensor is on the CPU (no GPU there, or device cpu): it works.
+    assert refused is None
+    dst = torch.empty(n, dtype=torch.float32)
+    buf.read_into(dst).get(30)
+    assert torch.equal(dst, torch.arange(n, dtype=torch.float32))
+    buf.write_from(torch.full((4,), -1.0)).get(30)
+    assert torch.equal(owner.tensor.call_one("on_device").get(30)[:4], torch.full((4,), -1.0))
+    buf.drop()
 
 
 def test_refused_memory_is_named():

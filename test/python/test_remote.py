@@ -9,6 +9,11 @@ workers (backend "c", tensor_worker="python": the C++ executor in Python
 worker processes). Module-level remote functions are imported by the
 workers by module and name; lambdas, closures and functions of the
 controller's __main__ travel by value (cloudpickle).
+
+The tensors are made on the test device (``device``); remote functions and
+actors get local shards on it, actors allocate their own tensors on it where
+their process has a GPU (``_actor_device``), and the fetches' source_device
+shows where the results live.
 """
 
 from __future__ import annotations
@@ -21,6 +26,22 @@ import torch
 import monarch
 from monarch import RemoteException
 from monarch.actor import Actor, current_rank, endpoint, this_host
+
+from conftest import placed_on
+
+
+def _actor_device(device: str) -> str:
+    """Where an actor (or remote function) allocates tensors asked for on
+    ``device``: decided in its own process, the CPU where it has no GPU."""
+    return device if torch.cuda.is_available() else "cpu"
+
+
+def _fetch_on(t, device, **coords):
+    """The value of a fetch, after checking the worker held it on ``device``."""
+    fut = monarch.fetch_shard(t, **coords)
+    value = fut.get()
+    assert fut.source_device.startswith(placed_on(device)), (fut.source_device, device)
+    return value
 
 
 def _scaled_matmul(x, w, scale):
@@ -89,20 +110,32 @@ def mesh(request, meshes):
     return meshes(**request.param)
 
 
-def test_remote_runs_on_every_rank_with_local_shards(mesh):
+def test_remote_runs_on_every_rank_with_local_shards(mesh, device):
     with mesh.activate():
-        x = torch.ones(3, 4) * (mesh.rank("gpu") + 1)
-        w = torch.ones(4, 2)
+        x = torch.ones(3, 4, device=device) * (mesh.rank("gpu") + 1)
+        w = torch.ones(4, 2, device=device)
         y = matmul(x, w, 0.5)
         assert isinstance(y, monarch.Tensor) and tuple(y.shape) == (3, 2)
         z = y + 1  # usable by later operations
     assert torch.equal(monarch.inspect(z, gpu=0), torch.full((3, 2), 3.0))
     assert torch.equal(monarch.inspect(z, gpu=1), torch.full((3, 2), 5.0))
+    # the function ran on the device's shards: its result lives there
+    _fetch_on(y, device, gpu=1)
+    _fetch_on(z, device, gpu=0)
 
 
-def test_cached_propagate_learns_shapes_once(mesh):
+def test_remote_results_are_tracked_on_their_device(mesh, device):
+    """A remote function's result used with a tensor of the device it lives on."""
     with mesh.activate():
-        x = torch.arange(12.0).reshape(6, 2) + mesh.rank("gpu")
+        x = torch.ones(3, 4, device=device)
+        y = matmul(x, torch.ones(4, 4, device=device), 0.5)
+        z = y + x
+    assert torch.equal(_fetch_on(z, device, gpu=1), torch.full((3, 4), 3.0))
+
+
+def test_cached_propagate_learns_shapes_once(mesh, device):
+    with mesh.activate():
+        x = torch.arange(12.0, device=device).reshape(6, 2) + mesh.rank("gpu")
         top, total = split_rows(x)
         assert tuple(top.shape) == (3, 2) and tuple(total.shape) == (1, 2)
         assert len(split_rows._cached) == 1
@@ -111,21 +144,23 @@ def test_cached_propagate_learns_shapes_once(mesh):
     assert torch.equal(monarch.inspect(top, gpu=1), torch.arange(6.0).reshape(3, 2) + 1)
     assert torch.equal(monarch.inspect(total, gpu=0), torch.tensor([[30.0, 36.0]]))
     assert torch.equal(monarch.inspect(top2, gpu=0), torch.arange(6.0).reshape(3, 2) * 2)
+    _fetch_on(top, device, gpu=0)
+    _fetch_on(total, device, gpu=1)
 
 
-def test_default_propagate_runs_the_function_on_fake_tensors(mesh):
+def test_default_propagate_runs_the_function_on_fake_tensors(mesh, device):
     with mesh.activate():
-        x = torch.zeros(2, 2)
-        y = plus_rank_id(x, [mesh.rank("gpu")])
-    assert torch.equal(monarch.inspect(y, gpu=1), torch.ones(2, 2))
+        x = torch.zeros(2, 2, device=device)
+        y = plus_rank_id(x, [mesh.rank("gpu")])  # a 0-d CPU rank added to a device shard
+    assert torch.equal(_fetch_on(y, device, gpu=1), torch.ones(2, 2))
 
 
-def test_remote_exception_is_reported_at_the_use(mesh):
+def test_remote_exception_is_reported_at_the_use(mesh, device):
     with mesh.activate():
-        y = broken(torch.zeros(2))
+        y = broken(torch.zeros(2, device=device))
         with pytest.raises(RemoteException, match="broken on purpose"):
             monarch.inspect(y + 1, gpu=0)
-        a, b = wrong_count(torch.zeros(2))  # propagate promised two results
+        a, b = wrong_count(torch.zeros(2, device=device))  # propagate promised two results
         with pytest.raises(RemoteException, match="produced 1 tensors but the instruction binds 2 results"):
             monarch.inspect(b, gpu=0)
 
@@ -137,7 +172,7 @@ def test_remote_rejects_bad_propagate():
         monarch.remote(_scaled_matmul, propagate=3)
 
 
-def test_lambdas_and_local_functions_travel_by_value(mesh):
+def test_lambdas_and_local_functions_travel_by_value(mesh, device):
     scale = 3.0
 
     def local_scale(x):  # a closure: no worker could import it
@@ -148,9 +183,10 @@ def test_lambdas_and_local_functions_travel_by_value(mesh):
     assert all(f.name.startswith("python:@") for f in by_value)
     assert not matmul.name.startswith("python:@")  # importable: by name
     with mesh.activate():
-        x = torch.ones(2) + mesh.rank("gpu")
+        x = torch.ones(2, device=device) + mesh.rank("gpu")
         y = by_value[1](by_value[0](x))
     assert monarch.inspect(y, gpu=1).tolist() == [9.0, 9.0]
+    _fetch_on(y, device, gpu=1)
 
 
 def test_remote_outside_a_mesh_is_an_ordinary_call():
@@ -160,10 +196,11 @@ def test_remote_outside_a_mesh_is_an_ordinary_call():
 # -- rref: actors beside the tensor workers ------------------------------------------
 
 class LinearActor(Actor):
-    """The seed's example: a weight per rank, forward on the local shard."""
+    """The seed's example: a weight per rank, forward on the local shard.
+    The weight is made on ``device`` where this process has a GPU."""
 
-    def __init__(self, scale: float):
-        self.w = torch.eye(4) * scale * (current_rank()["gpu"] + 1)
+    def __init__(self, scale: float, device: str = "cpu"):
+        self.w = torch.eye(4, device=_actor_device(device)) * scale * (current_rank()["gpu"] + 1)
         self.calls = 0
 
     @endpoint(propagate=lambda x: x)
@@ -183,6 +220,10 @@ class LinearActor(Actor):
     def pid(self) -> int:
         return os.getpid()
 
+    @endpoint
+    def weight_device(self) -> str:
+        return str(self.w.device)
+
 
 @pytest.fixture
 def python_workers(meshes):
@@ -193,35 +234,54 @@ def python_workers(meshes):
     return meshes(**_PYTHON_WORKERS)
 
 
-def test_rref_linear_actor(python_workers):
+def test_rref_linear_actor(python_workers, device):
     mesh = python_workers
-    linear = mesh.spawn("linear", LinearActor, 0.5)
+    linear = mesh.spawn(f"linear_{device}", LinearActor, 0.5, device)
     # The actors share a process with their rank's tensor worker.
     assert sorted(linear.pid.call().get(timeout=10).values()) == sorted(
         mesh._session._backend.pids())
+    # ... and made their weights on the device (the CPU where there is no GPU).
+    assert all(d.startswith(placed_on(device))
+               for d in linear.weight_device.call().get(timeout=10).values())
     with mesh.activate():
-        x = torch.ones(3, 4) + mesh.rank("gpu")
+        x = torch.ones(3, 4, device=device) + mesh.rank("gpu")
         y = linear.forward.rref(x)
         assert isinstance(y, monarch.Tensor) and tuple(y.shape) == (3, 4)
         z = y.sum()
     assert torch.equal(monarch.inspect(y, gpu=0), torch.full((3, 4), 0.5))
     assert torch.equal(monarch.inspect(y, gpu=1), torch.full((3, 4), 2.0))
     assert monarch.inspect(z, gpu=1).item() == 24.0
+    # The endpoint's results are the rank's shards, on the device.
+    _fetch_on(y, device, gpu=1)
+    _fetch_on(z, device, gpu=0)
     # Ordinary adverbs reach the same actors.
     assert linear.count.call().get(timeout=10).values() == [1, 1]
 
 
-def test_rref_cached_propagate(python_workers):
+def test_rref_results_are_tracked_on_their_device(python_workers, device):
+    """An rref result used with a tensor of the device it lives on."""
     mesh = python_workers
-    linear = mesh.spawn("linear_cached", LinearActor, 1.0)
+    linear = mesh.spawn(f"linear_tracked_{device}", LinearActor, 1.0, device)
     with mesh.activate():
-        x = torch.ones(4, 4) * (mesh.rank("gpu") + 1)
+        x = torch.ones(3, 4, device=device)
+        z = linear.forward.rref(x) + x
+    assert torch.equal(_fetch_on(z, device, gpu=1), torch.full((3, 4), 3.0))
+
+
+def test_rref_cached_propagate(python_workers, device):
+    mesh = python_workers
+    name = f"linear_cached_{device}"
+    linear = mesh.spawn(name, LinearActor, 1.0, device)
+    with mesh.activate():
+        x = torch.ones(4, 4, device=device) * (mesh.rank("gpu") + 1)
         top, bottom = linear.halves.rref(x)  # first call: one probe on rank 0
         assert tuple(top.shape) == (2, 4) and tuple(bottom.shape) == (2, 4)
         again, _ = linear.halves.rref(x + 1)  # same shapes: no probe
-    assert len(linear._state.cached_meta[("linear_cached", "halves")]) == 1
+    assert len(linear._state.cached_meta[(name, "halves")]) == 1
     assert torch.equal(monarch.inspect(bottom, gpu=1), torch.full((2, 4), 4.0))
     assert torch.equal(monarch.inspect(again, gpu=0), torch.full((2, 4), 2.0))
+    _fetch_on(top, device, gpu=0)
+    _fetch_on(again, device, gpu=1)
 
 
 def test_rref_needs_propagate(python_workers):
@@ -230,7 +290,7 @@ def test_rref_needs_propagate(python_workers):
         linear.count.rref()
 
 
-def test_main_defined_remote_function(tmp_path):
+def test_main_defined_remote_function(tmp_path, device):
     import subprocess
     import sys
     import textwrap
@@ -257,15 +317,18 @@ def test_main_defined_remote_function(tmp_path):
         for kwargs in [{", ".join(backends)}]:
             mesh = this_host().spawn_procs({{"gpu": 2}}, **kwargs)
             with mesh.activate():
-                y = double(torch.ones(2) + mesh.rank("gpu"))
-            print(kwargs["backend"], monarch.inspect(y, gpu=1).tolist())
+                y = double(torch.ones(2, device={device!r}) + mesh.rank("gpu"))
+            fut = monarch.fetch_shard(y, gpu=1)
+            print(kwargs["backend"], fut.get().tolist(), "on", fut.source_device)
             mesh.stop()
     """))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0, out.stderr
     assert "sim [4.0, 4.0]" in out.stdout
+    assert f"sim [4.0, 4.0] on {placed_on(device)}" in out.stdout
     if len(backends) == 2:
         assert "c [4.0, 4.0]" in out.stdout
+        assert f"c [4.0, 4.0] on {placed_on(device)}" in out.stdout
     # Sent by value: no worker re-ran the script's top level.
     assert runs.read_text().split() == ["ran"], runs.read_text()

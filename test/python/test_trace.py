@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import monarch
-from monarch._trace_mlir import TracedValue
+from monarch._src.tensor.tracing import TracedValue
 
 import programs
 from conftest import require_monarch_opt
@@ -30,9 +30,9 @@ def _same(a, b):
 
 
 @pytest.mark.parametrize("name", sorted(programs.PROGRAMS))
-def test_trace_verifies(name):
+def test_trace_verifies(name, device):
     require_monarch_opt()
-    tr = monarch.trace(programs.PROGRAMS[name], "sim")
+    tr = monarch.trace(programs.PROGRAMS[name], "sim", device)
     text = tr.to_mlir()
     assert text.startswith("module {") and "monarch.spawn_procs" in text
     # placeholders while tracing
@@ -42,45 +42,48 @@ def test_trace_verifies(name):
 
 
 @pytest.mark.parametrize("name", sorted(programs.PROGRAMS))
-def test_traced_equals_eager(name, backend):
+def test_traced_equals_eager(name, backend, device):
     require_monarch_opt()
-    eager = programs.PROGRAMS[name](backend)
-    tr = monarch.trace(programs.PROGRAMS[name], backend)
+    eager = programs.PROGRAMS[name](backend, device)
+    tr = monarch.trace(programs.PROGRAMS[name], backend, device)
+    if device != "cpu":
+        # the IR keeps the device asked for, whatever this machine has
+        assert f'#monarch.device<"{device}">' in tr.to_mlir()
     traced = tr.run(backend=backend)
     assert len(traced) == len(eager)
     for a, b in zip(eager, traced):
         _same(a, b)
 
 
-def test_pipeline_eager_matches_local(backend):
-    for a, b in zip(programs.pipeline(backend), programs.pipeline_local()):
+def test_pipeline_eager_matches_local(backend, device):
+    for a, b in zip(programs.pipeline(backend, device), programs.pipeline_local()):
         _same(a, b)
 
 
-def test_ddp_eager_matches_single_process(backend):
+def test_ddp_eager_matches_single_process(backend, device):
     expect = programs.ddp_local()
-    for got in (programs.ddp(backend), programs.ddp(backend, comms=True)):
+    for got in (programs.ddp(backend, device), programs.ddp(backend, device, comms=True)):
         for a, b in zip(got, expect):
             _same(a, b)
 
 
-def test_failure_program_values(backend):
-    dep, fine = programs.failure(backend)
+def test_failure_program_values(backend, device):
+    dep, fine = programs.failure(backend, device)
     assert isinstance(dep, monarch.RemoteException) and dep.rank == 1
     assert "programs.py" in dep.location
     assert torch.equal(fine, torch.arange(1.0, 5.0))
 
 
-def test_compile_decorator():
+def test_compile_decorator(device):
     require_monarch_opt()
 
     @monarch.compile
-    def step(backend):
-        return programs.matmul(backend)
+    def step(backend, device):
+        return programs.matmul(backend, device)
 
-    text = step.to_mlir("sim")
+    text = step.to_mlir("sim", device)
     assert "aten::mm" in text
-    eager = step("sim")
+    eager = step("sim", device)
     assert len(eager) == 5 and isinstance(eager[0], torch.Tensor)
 
 
@@ -90,7 +93,7 @@ def test_trace_syntax_details():
     assert "monarch.rename %mesh1 (host -> dp, gpu -> tp)" in text
     assert "monarch.split %mesh1 (host -> [dp, pp], gpu -> [tp], pp = 2)" in text
     assert "monarch.reduce" in text and "(tp) sum" in text
-    tr2 = monarch.trace(programs.ddp, "sim", True)
+    tr2 = monarch.trace(programs.ddp, "sim", "cpu", True)
     t2 = tr2.to_mlir()
     assert 'monarch.stream_create : !monarch.stream<"comms">' in t2
     assert "mutable" in t2 and "monarch.borrow_drop" in t2
@@ -254,13 +257,13 @@ def _parse_monarch_run(stdout):
 
 @pytest.mark.parametrize("optimize", [True, False], ids=["optimized", "no-optimize"])
 @pytest.mark.parametrize("name", sorted(programs.PROGRAMS))
-def test_monarch_run_prints_eager_values(name, optimize, tmp_path):
+def test_monarch_run_prints_eager_values(name, optimize, tmp_path, device):
     """A traced program run by monarch-run (with its default optimizing
     pipeline, and without) prints the values of the eager run."""
     run = _find_monarch_run()
-    eager = programs.PROGRAMS[name]("sim")
+    eager = programs.PROGRAMS[name]("sim", device)
     path = tmp_path / f"{name}.mlir"
-    path.write_text(monarch.trace(programs.PROGRAMS[name], "sim").to_mlir())
+    path.write_text(monarch.trace(programs.PROGRAMS[name], "sim", device).to_mlir())
     cmd = [run, str(path)] + ([] if optimize else ["--no-optimize"])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     printed = _parse_monarch_run(proc.stdout)
@@ -275,18 +278,18 @@ def test_monarch_run_prints_eager_values(name, optimize, tmp_path):
                                   atol=1e-5), (got, want)
 
 
-def _grads_program(backend="sim"):
+def _grads_program(backend="sim", device="cpu"):
     """autograd through metadata queries (aten::is_same_size) and through
     native_layer_norm_backward's undefined grad_input."""
     from monarch.actor import this_host
 
     mesh = this_host().spawn_procs({"gpu": 1}, backend=backend)
     with mesh.activate():
-        ln = torch.nn.LayerNorm(4)
-        x = torch.arange(8.0).reshape(2, 4)
+        ln = torch.nn.LayerNorm(4, device=device)
+        x = torch.arange(8.0, device=device).reshape(2, 4)
         gw, gb = torch.autograd.grad((ln(x) * x).sum(), [ln.weight, ln.bias])
-        w = torch.ones(3).requires_grad_(True)
-        (g2,) = torch.autograd.grad(w * 2, [w], grad_outputs=torch.ones(3))
+        w = torch.ones(3, device=device).requires_grad_(True)
+        (g2,) = torch.autograd.grad(w * 2, [w], grad_outputs=torch.ones(3, device=device))
     return [monarch.inspect(gw), monarch.inspect(gb), monarch.inspect(g2)]
 
 
@@ -297,12 +300,12 @@ def _grads_local():
     return [gw, gb, torch.full((3,), 2.0)]
 
 
-def test_undefined_results_and_metadata_queries_traced(backend):
+def test_undefined_results_and_metadata_queries_traced(backend, device):
     require_monarch_opt()
     want = _grads_local()
-    for a, b in zip(_grads_program(backend), want):
+    for a, b in zip(_grads_program(backend, device), want):
         _same(a, b)
-    tr = monarch.trace(_grads_program)
+    tr = monarch.trace(_grads_program, "sim", device)
     assert "aten::native_layer_norm_backward" in tr.to_mlir()
     assert "is_same_size" not in tr.to_mlir()
     traced = tr.run(backend=backend)
@@ -312,10 +315,10 @@ def test_undefined_results_and_metadata_queries_traced(backend):
 
 
 @pytest.mark.parametrize("optimize", [True, False], ids=["optimized", "no-optimize"])
-def test_monarch_run_binds_undefined_results_in_place(optimize, tmp_path):
+def test_monarch_run_binds_undefined_results_in_place(optimize, tmp_path, device):
     run = _find_monarch_run()
     path = tmp_path / "grads.mlir"
-    path.write_text(monarch.trace(_grads_program).to_mlir())
+    path.write_text(monarch.trace(_grads_program, "sim", device).to_mlir())
     cmd = [run, str(path)] + ([] if optimize else ["--no-optimize"])
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     printed = _parse_monarch_run(proc.stdout)

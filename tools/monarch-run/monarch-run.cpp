@@ -3,15 +3,20 @@
 //   monarch-run PROGRAM.plan|PROGRAM.mlir [--procs host=2,gpu=2]
 //               [--trace trace.json] [--memory-cap BYTES] [--timeout SECONDS]
 //               [--entry FUNC] [--no-optimize] [--pipeline-options OPTS]
-//               [--emit-plan OUT.plan]
+//               [--emit-plan OUT.plan] [--monarch-opt PATH]
+//               [--compile-timeout SECONDS]
 //               [--hosts ADDR,ADDR | --hosts-file FILE] [--secret-file FILE]
 //               [--slurm [--controller-host HOST] [--agents-per-node K]]
 //
 // Spawns one tensor worker per rank of the plan's root mesh, ships each the
 // whole plan, prints fetched values in program order as they arrive and
 // failures with rank and instruction, and exits non-zero if any fetched value
-// failed or a worker died. A .mlir file is compiled in-process first (when
-// the compiler is built in); a file that does not verify launches nothing.
+// failed or a worker died. A .mlir file is compiled first, in-process when
+// the compiler is built in, else by running monarch-opt (--monarch-opt PATH,
+// $MONARCH_OPT, monarch-opt-static or monarch-opt beside this executable, or
+// on PATH; PlanCompiler.h): the same pipeline and the same plan either way.
+// --monarch-opt forces the external compile in any build; --compile-timeout
+// bounds it (default 600 s). A file that does not verify launches nothing.
 //
 // --emit-plan writes the compiled (or loaded) plan to OUT.plan and exits
 // without launching anything: the same compile as a run, for shipping a plan
@@ -28,6 +33,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "PlanCompiler.h"
 #include "RunOutput.h"
 
 #include "monarch/runtime/host/AttachHosts.h"
@@ -35,9 +41,6 @@
 
 #include "monarch/tensor/Controller.h"
 #include "monarch/tensor/Plan.h"
-#ifdef MONARCH_RUN_HAS_COMPILER
-#include "monarch/Compiler/Driver/CompileToPlan.h"
-#endif
 
 #include <chrono>
 #include <cstdio>
@@ -61,6 +64,8 @@ struct Args {
   bool optimize = true;
   std::string pipelineOptions;
   std::string emitPlan;
+  std::string monarchOpt;
+  int64_t compileTimeoutSeconds = 600;
   std::string hosts;
   std::string hostsFile;
   std::string secretFile;
@@ -78,6 +83,7 @@ int usage(const std::string &why) {
                "         [--memory-cap BYTES] [--timeout SECONDS] [--entry "
                "FUNC] [--no-optimize]\n"
                "         [--pipeline-options OPTS] [--emit-plan OUT.plan]\n"
+               "         [--monarch-opt PATH] [--compile-timeout SECONDS]\n"
                "         [--hosts ADDR,ADDR | --hosts-file FILE] "
                "[--secret-file FILE]\n"
                "         [--slurm [--controller-host HOST] "
@@ -133,27 +139,24 @@ std::string shapeText(const plan::Program &program) {
 Expected<plan::Program> loadProgram(const Args &args) {
   if (!endsWith(args.program, ".mlir") && !endsWith(args.program, ".mlirbc"))
     return loadPlanFile(args.program);
-#ifdef MONARCH_RUN_HAS_COMPILER
+  run::ExternalCompileOptions external;
+  external.timeout = std::chrono::seconds(args.compileTimeoutSeconds);
+  auto compile = run::choosePlanCompiler(args.monarchOpt, external);
+  if (!compile.ok())
+    return Status(ErrorCode::Invalid,
+                  args.program + ": " + compile.status().message());
   CompileOptions options;
   options.entry = args.entry;
   options.optimize = args.optimize;
   options.pipelineOptions = args.pipelineOptions;
   options.freeIR = false; // the process ends after the run
-  CompileResult compiled = compileFileToPlan(args.program, options);
+  CompileResult compiled = (*compile)(args.program, options);
   if (!compiled.ok)
     return Status(ErrorCode::Invalid,
                   compiled.diagnostics.empty()
                       ? "compilation of " + args.program + " failed"
                       : compiled.diagnostics);
   return loadPlan(compiled.plan);
-#else
-  return Status(ErrorCode::Invalid,
-                args.program +
-                    ": this monarch-run was built without the compiler; "
-                    "compile it to a plan first (monarch-opt "
-                    "--monarch-emit-plan=\"output=PROGRAM.plan\") and run "
-                    "the .plan");
-#endif
 }
 
 } // namespace
@@ -194,6 +197,13 @@ int main(int argc, char **argv) {
     } else if (a == "--emit-plan") {
       if (!value(args.emitPlan))
         return usage("--emit-plan needs a file");
+    } else if (a == "--monarch-opt") {
+      if (!value(args.monarchOpt) || args.monarchOpt.empty())
+        return usage("--monarch-opt needs the path of a monarch-opt");
+    } else if (a == "--compile-timeout") {
+      if (!value(v) || !parseInt(v, args.compileTimeoutSeconds) ||
+          args.compileTimeoutSeconds == 0)
+        return usage("--compile-timeout needs a number of seconds > 0");
     } else if (a == "--pipeline-options") {
       if (!value(args.pipelineOptions))
         return usage("--pipeline-options needs a value");

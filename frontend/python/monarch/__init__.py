@@ -9,47 +9,66 @@
         s = t.reduce("gpu", "sum")
     print(monarch.inspect(s, host=1, gpu=0))
 
-See docs/python.md.
+See docs/python.md. This module only re-exports the implementation in
+``monarch._src``, lazily (PEP 562): ``import monarch`` costs nothing, and the
+tensor frontend (which imports torch) loads at the first name that needs it,
+so processes that host only actors never import torch.
 """
 
 from __future__ import annotations
 
-from ._errors import MonarchUsageError, RemoteException, SupervisionError
-from ._proc_mesh import ProcMesh
-from ._remote import Remote, remote
-from ._session import Future
-from ._stream import Borrow, Stream, get_active_stream
-from ._tensor import (
-    DTensor as Tensor,
-    fetch_shard,
-    grad_generator,
-    inspect,
-    reduce,
-    reduce_,
-    show,
-)
-from ._trace_api import Compiled, Trace, compile, trace
+import importlib
+from typing import TYPE_CHECKING, Any, Dict, Tuple
 
-__all__ = [
-    "Borrow",
-    "Compiled",
-    "Future",
-    "MonarchUsageError",
-    "ProcMesh",
-    "Remote",
-    "RemoteException",
-    "Stream",
-    "SupervisionError",
-    "Tensor",
-    "Trace",
-    "compile",
-    "fetch_shard",
-    "get_active_stream",
-    "grad_generator",
-    "inspect",
-    "reduce",
-    "reduce_",
-    "remote",
-    "show",
-    "trace",
-]
+# public name -> (module under monarch._src, attribute)
+_PUBLIC: Dict[str, Tuple[str, str]] = {
+    "Borrow": ("tensor.borrows", "Borrow"),
+    "Compiled": ("tensor.trace_api", "Compiled"),
+    "Future": ("common.future", "Future"),
+    "MonarchUsageError": ("common.errors", "MonarchUsageError"),
+    "ProcMesh": ("actor.proc_mesh", "ProcMesh"),
+    "Remote": ("tensor.remote", "Remote"),
+    "RemoteException": ("common.errors", "RemoteException"),
+    "Stream": ("tensor.streams", "Stream"),
+    "SupervisionError": ("common.errors", "SupervisionError"),
+    "Tensor": ("tensor.api", "DTensor"),
+    "Trace": ("tensor.trace_api", "Trace"),
+    "compile": ("tensor.trace_api", "compile"),
+    "fetch_shard": ("tensor.api", "fetch_shard"),
+    "get_active_stream": ("tensor.streams", "get_active_stream"),
+    "grad_generator": ("tensor.api", "grad_generator"),
+    "inspect": ("tensor.api", "inspect"),
+    "reduce": ("tensor.api", "reduce"),
+    "reduce_": ("tensor.api", "reduce_"),
+    "remote": ("tensor.remote", "remote"),
+    "show": ("tensor.api", "show"),
+    "trace": ("tensor.trace_api", "trace"),
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str) -> Any:
+    where = _PUBLIC.get(name)
+    if where is None:
+        raise AttributeError(f"module 'monarch' has no attribute '{name}'")
+    module, attr = where
+    value = getattr(importlib.import_module(f"monarch._src.{module}"), attr)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> Any:
+    return sorted(set(globals()) | set(_PUBLIC))
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from ._src.actor.proc_mesh import ProcMesh
+    from ._src.common.errors import MonarchUsageError, RemoteException, SupervisionError
+    from ._src.common.future import Future
+    from ._src.tensor.api import DTensor as Tensor
+    from ._src.tensor.api import fetch_shard, grad_generator, inspect, reduce, reduce_, show
+    from ._src.tensor.borrows import Borrow
+    from ._src.tensor.remote import Remote, remote
+    from ._src.tensor.streams import Stream, get_active_stream
+    from ._src.tensor.trace_api import Compiled, Trace, compile, trace

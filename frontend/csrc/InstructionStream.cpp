@@ -1,0 +1,360 @@
+//===- InstructionStream.cpp - A session's instructions, built in C++ -----===//
+//
+// See InstructionStream.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "InstructionStream.h"
+
+#include <algorithm>
+
+namespace monarch::frontend {
+
+namespace {
+
+constexpr uint32_t kTraceMagic = 0x4D4F4E54; // "MONT"
+
+/// Walks a Value for placeholder refs (negative), recording each one's path
+/// below `prefix` (value-list indices; -1 marks a ref-list element index
+/// that follows).
+void collectSlots(const plan::Value &v, std::vector<int32_t> &path,
+                  std::vector<std::pair<std::vector<int32_t>, int64_t>> &out) {
+  switch (v.kind_case()) {
+  case plan::Value::kRef:
+    if (v.ref() < 0)
+      out.emplace_back(path, -v.ref() - 1);
+    break;
+  case plan::Value::kRefList:
+    for (int i = 0; i < v.ref_list().refs_size(); ++i)
+      if (v.ref_list().refs(i) < 0) {
+        auto p = path;
+        p.push_back(-1);
+        p.push_back(i);
+        out.emplace_back(std::move(p), -v.ref_list().refs(i) - 1);
+      }
+    break;
+  case plan::Value::kList:
+    for (int i = 0; i < v.list().values_size(); ++i) {
+      path.push_back(i);
+      collectSlots(v.list().values(i), path, out);
+      path.pop_back();
+    }
+    break;
+  case plan::Value::kOptional:
+    if (v.optional().has_value()) {
+      path.push_back(-2); // the optional's value
+      collectSlots(v.optional().value(), path, out);
+      path.pop_back();
+    }
+    break;
+  default:
+    break;
+  }
+}
+
+/// Sets the ref at `path` (from collectSlots) inside `v`, starting at `at`.
+void setSlot(plan::Value *v, const std::vector<int32_t> &path, size_t at,
+             int64_t ref) {
+  while (at < path.size()) {
+    int32_t step = path[at];
+    if (step == -1) {
+      v->mutable_ref_list()->set_refs(path[at + 1], ref);
+      return;
+    }
+    if (step == -2)
+      v = v->mutable_optional()->mutable_value();
+    else
+      v = v->mutable_list()->mutable_values(step);
+    ++at;
+  }
+  v->set_ref(ref);
+}
+
+} // namespace
+
+InstructionStream::InstructionStream(BatchSink sinkIn,
+                                     InstructionStreamOptions optionsIn)
+    : sink(std::move(sinkIn)), options(optionsIn) {
+  if (options.maxBatch == 0)
+    options.maxBatch = 1;
+  if (sink && options.maxDelay.count() > 0)
+    flusher = std::thread([this] { flusherLoop(); });
+}
+
+InstructionStream::~InstructionStream() { (void)close(); }
+
+Expected<int64_t>
+InstructionStream::defineOp(const std::string &callOp,
+                            std::vector<plan::TensorMeta> resultTypes) {
+  Template t;
+  if (!t.call.ParseFromString(callOp))
+    return Status(ErrorCode::Invalid, "defineOp: the bytes are not a plan.CallOp");
+  std::vector<int32_t> path;
+  for (int i = 0; i < t.call.args_size(); ++i) {
+    path = {i};
+    collectSlots(t.call.args(i), path, t.inputSlots);
+  }
+  for (int i = 0; i < t.call.kwargs_size(); ++i) {
+    // Kwargs count after the args: index args_size() + i.
+    path = {t.call.args_size() + i};
+    collectSlots(t.call.kwargs(i).value(), path, t.inputSlots);
+  }
+  for (const auto &slot : t.inputSlots)
+    t.inputs = std::max(t.inputs, slot.second + 1);
+  for (int j = 0; j < t.call.results_size(); ++j) {
+    if (t.call.results(j) != -(j + 1))
+      return Status(ErrorCode::Invalid,
+                    "defineOp: result " + std::to_string(j) +
+                        " must be the placeholder " + std::to_string(-(j + 1)));
+  }
+  t.results = t.call.results_size();
+  if (!resultTypes.empty() &&
+      static_cast<int64_t>(resultTypes.size()) != t.results)
+    return Status(ErrorCode::Invalid, "defineOp: " +
+                                          std::to_string(resultTypes.size()) +
+                                          " result types for " +
+                                          std::to_string(t.results) + " results");
+  t.resultTypes = std::move(resultTypes);
+  std::lock_guard<std::mutex> lock(mu);
+  templates.push_back(std::move(t));
+  return static_cast<int64_t>(templates.size() - 1);
+}
+
+int64_t InstructionStream::location(const std::string &text) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = locationIds.find(text);
+  if (it != locationIds.end())
+    return it->second;
+  int64_t id = static_cast<int64_t>(locations.size());
+  locations.push_back(text);
+  locationIds.emplace(text, id);
+  return id;
+}
+
+Status InstructionStream::errorLocked() const {
+  if (failed)
+    return *failed;
+  if (closed)
+    return Status(ErrorCode::Closed, "the instruction stream was closed");
+  return Status::ok();
+}
+
+plan::Instruction *InstructionStream::append(std::unique_lock<std::mutex> &) {
+  if (pending.instructions_size() == 0)
+    firstPending = std::chrono::steady_clock::now();
+  ++issuedCount;
+  plan::Instruction *inst = pending.add_instructions();
+  inst->set_id(nextId++);
+  return inst;
+}
+
+Expected<int64_t> InstructionStream::op(int64_t templateId, int64_t mesh,
+                                        int64_t stream, int64_t locationId,
+                                        const std::vector<int64_t> &inputs,
+                                        const std::vector<int64_t> &results) {
+  bool full = false;
+  int64_t id;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    if (Status s = errorLocked(); !s.isOk())
+      return s;
+    if (templateId < 0 || templateId >= static_cast<int64_t>(templates.size()))
+      return Status(ErrorCode::Invalid,
+                    "op: unknown template " + std::to_string(templateId));
+    const Template &t = templates[templateId];
+    if (static_cast<int64_t>(inputs.size()) < t.inputs ||
+        static_cast<int64_t>(results.size()) != t.results)
+      return Status(ErrorCode::Invalid,
+                    "op: " + std::to_string(inputs.size()) + " inputs and " +
+                        std::to_string(results.size()) +
+                        " results for a template of " +
+                        std::to_string(t.inputs) + " and " +
+                        std::to_string(t.results));
+    if (locationId < 0 || locationId >= static_cast<int64_t>(locations.size()))
+      return Status(ErrorCode::Invalid,
+                    "op: unknown location " + std::to_string(locationId));
+    plan::Instruction *inst = append(lock);
+    id = inst->id();
+    inst->set_mesh(mesh);
+    inst->set_stream(stream);
+    inst->set_location(locations[locationId]);
+    plan::CallOp *call = inst->mutable_call_op();
+    *call = t.call;
+    for (const auto &[path, input] : t.inputSlots) {
+      int32_t top = path[0];
+      plan::Value *v = top < call->args_size()
+                           ? call->mutable_args(top)
+                           : call->mutable_kwargs(top - call->args_size())
+                                 ->mutable_value();
+      setSlot(v, path, 1, inputs[input]);
+    }
+    for (int j = 0; j < call->results_size(); ++j)
+      call->set_results(j, results[j]);
+    if (recording() && !t.resultTypes.empty())
+      for (size_t j = 0; j < results.size(); ++j) {
+        plan::RefType rt;
+        rt.set_ref(results[j]);
+        *rt.mutable_meta() = t.resultTypes[j];
+        refTypes.push_back(std::move(rt));
+      }
+    full = noteAppendedLocked();
+  }
+  if (full)
+    if (Status s = flush(); !s.isOk())
+      return s;
+  return id;
+}
+
+bool InstructionStream::noteAppendedLocked() {
+  if (!sink)
+    return false;
+  if (static_cast<size_t>(pending.instructions_size()) >= options.maxBatch)
+    return true;
+  if (pending.instructions_size() == 1)
+    wake.notify_one(); // the flusher starts the batch's clock
+  return false;
+}
+
+Expected<int64_t>
+InstructionStream::raw(const std::string &instruction,
+                       const std::vector<plan::RefType> &types) {
+  plan::Instruction parsed;
+  if (!parsed.ParseFromString(instruction))
+    return Status(ErrorCode::Invalid, "raw: the bytes are not a plan.Instruction");
+  bool full = false;
+  int64_t id;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    if (Status s = errorLocked(); !s.isOk())
+      return s;
+    plan::Instruction *inst = append(lock);
+    id = inst->id();
+    parsed.set_id(id);
+    *inst = std::move(parsed);
+    if (recording())
+      refTypes.insert(refTypes.end(), types.begin(), types.end());
+    full = noteAppendedLocked();
+  }
+  if (full)
+    if (Status s = flush(); !s.isOk())
+      return s;
+  return id;
+}
+
+void InstructionStream::deleteRef(int64_t ref, int64_t mesh, int64_t stream) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (recording() || closed)
+    return; // a traced program's values die with their last use
+  pendingDeletes[{mesh, stream}].push_back(ref);
+}
+
+plan::InstructionBatch InstructionStream::takeLocked() {
+  for (auto &[key, refs] : pendingDeletes) {
+    plan::Instruction *inst = pending.add_instructions();
+    inst->set_id(nextId++);
+    inst->set_mesh(key.first);
+    inst->set_stream(key.second);
+    auto *del = inst->mutable_delete_refs();
+    for (int64_t r : refs)
+      del->add_refs(r);
+  }
+  pendingDeletes.clear();
+  firstPending.reset();
+  plan::InstructionBatch out;
+  out.Swap(&pending);
+  return out;
+}
+
+Status InstructionStream::send(plan::InstructionBatch batch) {
+  // Only flush() sends, holding sendMu from taking the batch to sending it:
+  // batches leave in the order they were taken.
+  Status s = sink(batch);
+  if (!s.isOk()) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!failed)
+      failed = s;
+  }
+  return s;
+}
+
+Status InstructionStream::flush() {
+  if (!sink)
+    return Status::ok();
+  std::lock_guard<std::mutex> order(sendMu);
+  plan::InstructionBatch batch;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (failed)
+      return *failed;
+    if (pending.instructions_size() == 0 && pendingDeletes.empty())
+      return Status::ok();
+    batch = takeLocked();
+  }
+  return send(std::move(batch));
+}
+
+void InstructionStream::flusherLoop() {
+  std::unique_lock<std::mutex> lock(mu);
+  while (!closed) {
+    if (!firstPending) {
+      wake.wait(lock, [this] { return closed || firstPending.has_value(); });
+      continue;
+    }
+    auto due = *firstPending + options.maxDelay;
+    if (std::chrono::steady_clock::now() < due) {
+      wake.wait_until(lock, due);
+      continue;
+    }
+    lock.unlock();
+    (void)flush(); // errors are kept in `failed` for the next call
+    lock.lock();
+  }
+}
+
+Status InstructionStream::close() {
+  Status s = flush();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (closed)
+      return s;
+    closed = true;
+  }
+  wake.notify_all();
+  if (flusher.joinable())
+    flusher.join();
+  return s;
+}
+
+void InstructionStream::declare(const plan::Program &declared) {
+  std::lock_guard<std::mutex> lock(mu);
+  program = declared;
+  program.clear_instructions();
+}
+
+void InstructionStream::meshOrigin(const plan::MeshOrigin &origin) {
+  std::lock_guard<std::mutex> lock(mu);
+  origins.push_back(origin);
+}
+
+plan::TracedProgram InstructionStream::traced(const std::string &entry) const {
+  std::lock_guard<std::mutex> lock(mu);
+  plan::TracedProgram out;
+  out.set_magic(kTraceMagic);
+  out.set_version(program.version());
+  out.set_entry(entry);
+  *out.mutable_program() = program;
+  for (const auto &inst : pending.instructions())
+    *out.mutable_program()->add_instructions() = inst;
+  for (const auto &rt : refTypes)
+    *out.add_refs() = rt;
+  for (const auto &o : origins)
+    *out.add_mesh_origins() = o;
+  return out;
+}
+
+int64_t InstructionStream::issued() const {
+  std::lock_guard<std::mutex> lock(mu);
+  return issuedCount;
+}
+
+} // namespace monarch::frontend

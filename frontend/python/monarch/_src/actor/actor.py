@@ -1,0 +1,72 @@
+"""The ``Actor`` base class and ``@endpoint`` (docs/python.md, "Actors")."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional
+
+
+class Actor:
+    """Base class of actors: subclass it, mark methods with ``@endpoint`` and
+    spawn it on a proc mesh: ``procs.spawn("trainers", Trainer, *args)``.
+
+    An actor that spawns actor meshes owns them: define
+    ``__supervise__(self, event: SupervisionEvent) -> bool`` to handle their
+    failures (return True); otherwise the actor fails and the event goes up
+    to its own owner (docs/python.md, "Supervision")."""
+
+
+class EndpointProperty:
+    """What ``@endpoint`` makes of a method: the function on the actor,
+    an ``Endpoint`` (with the adverbs) on an actor mesh."""
+
+    def __init__(self, fn: Callable, propagate: Any = None):
+        self._fn = fn
+        self._propagate = propagate
+        self.__name__ = getattr(fn, "__name__", "endpoint")
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__wrapped__ = fn
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.__name__ = name
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        if instance is None:
+            return self
+        return self._fn.__get__(instance, owner)  # on the actor: the method
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._fn(*args, **kwargs)
+
+
+def endpoint(fn: Optional[Callable] = None, *, propagate: Any = None) -> Any:
+    """``@endpoint`` / ``@endpoint(propagate=...)``: an actor method callable
+    from the controller through the adverbs (``mesh.method.call(...)``);
+    ``propagate`` gives the result shapes of the ``rref`` adverb."""
+
+    def deco(f: Callable) -> Any:
+        return EndpointProperty(f, propagate)
+
+    return deco(fn) if fn is not None else deco
+
+
+def endpoint_names(cls: type) -> List[str]:
+    names = []
+    for klass in cls.__mro__:
+        for name, value in vars(klass).items():
+            if isinstance(value, EndpointProperty) and name not in names:
+                names.append(name)
+    return names
+
+
+def endpoint_property(cls: type, name: str) -> EndpointProperty:
+    for klass in cls.__mro__:
+        value = vars(klass).get(name)
+        if isinstance(value, EndpointProperty):
+            return value
+        if value is not None:
+            break
+    raise AttributeError(f"actor class {cls.__qualname__} has no endpoint '{name}'")
+
+
+def endpoint_function(cls: type, name: str) -> Callable:
+    return endpoint_property(cls, name)._fn

@@ -1,0 +1,300 @@
+"""Actor meshes, endpoints and their adverbs (docs/python.md, "Actors").
+
+Each actor is the C++ actor class "monarch.PythonActor" holding a Python
+object (``worker.py``); every adverb is its endpoint "call" carrying
+(endpoint name, frames). Values travel as frames (``common.pickling``:
+cloudpickle, large tensors as raw payload frames). Adverbs are the C++ ones
+(``ActorMesh::call<std::vector<Blob>>`` ...), so ordering, casting trees,
+supervision and death detection are the runtime's.
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+import sys
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+from ..common.errors import ActorError, SupervisionError
+from ..common.future import Future, HandleSource, gather
+from ..common.pickling import dumps, loads
+from ..mesh.view import MeshView
+from . import procs as procs_mod
+from .actor import EndpointProperty, endpoint_names, endpoint_property
+from .tensor_engine import engine
+from .value_mesh import ValueMesh
+
+FLAG_NO_REPLY = 1  # kept in step with worker.py
+
+_WHERE = re.compile(r"^([^\[\s]+)\[(\d+)\]")
+# A call to a rank already known to have failed (ActorMeshState::checkRanks).
+_FAILED_RANK = re.compile(r"^actor mesh '([^']+)' rank (\d+) failed")
+
+
+def _raise_status(code: str, message: str, endpoint: str) -> None:
+    m = _WHERE.match(message) or _FAILED_RANK.match(message)
+    mesh, rank = (m.group(1), int(m.group(2))) if m else ("", -1)
+    if code in ("Supervision", "Closed"):
+        raise SupervisionError(f"supervision: {message}", mesh, rank)
+    if code == "Timeout":
+        raise TimeoutError(message)
+    raise ActorError(f"{mesh}[{rank}].{endpoint}" if m else endpoint, None,
+                     f"{code}: {message}")
+
+
+def _unpack_reply(frames: List[Any], endpoint: str) -> Any:
+    reply = loads(frames)
+    if reply[0] == "ok":
+        return reply[1]
+    if reply[0] == "stopped":  # the actor failed an unhandled supervision event
+        _, mesh, rank, reason = reply
+        raise SupervisionError(f"supervision: actor mesh '{mesh}' rank {rank} failed: {reason}",
+                               mesh, rank)
+    _, exc, tb, where = reply
+    raise ActorError(where, exc, tb)
+
+
+def spawn(proc_mesh: Any, name: str, actor_class: type, *args: Any, **kwargs: Any) -> "ActorMesh":
+    """``proc_mesh.spawn(name, ActorClass, *args, **kwargs)``: one actor per proc
+    of the view, constructed on its worker before this returns."""
+    if not isinstance(actor_class, type):
+        raise TypeError(f"spawn takes an Actor subclass, got {actor_class!r}")
+    state = procs_mod.procs_for(proc_mesh)
+    view: MeshView = proc_mesh._view
+    ranks = view.ranks()
+    ranges = procs_mod.box(ranks, [s for _, s in state.shape])
+    if ranges is None:
+        raise NotImplementedError(
+            f"spawning actors on a view whose ranks {ranks} are not a box of the root mesh")
+    handle_procs = procs_mod.sliced(state.procs, state.shape, ranges)
+    # Classes of the controller's __main__ travel by value (common.pickling).
+    payload = dumps((actor_class, args, kwargs))
+    addr, port = state.procs.supervision_port()
+    header = {
+        "mesh": name,
+        "owner_port": (addr, port),
+        "names": list(view.names),
+        "sizes": list(view.sizes),
+        "ranks": ranks,
+        "sys_path": [p for p in sys.path if p],
+    }
+    frames = [pickle.dumps(header, protocol=5)] + payload
+    handle = handle_procs.spawn(name, frames)
+    mesh = ActorMesh(state, name, actor_class, handle, ranks, view)
+    mesh._proc_mesh = proc_mesh
+    return mesh
+
+
+class ActorMesh:
+    """The actors of one ``spawn``, or a slice of them. ``mesh.endpoint`` is an
+    :class:`Endpoint` with the adverbs."""
+
+    def __init__(self, state: procs_mod.ActorProcs, name: str, actor_class: type, root: Any,
+                 root_ranks: List[int], view: MeshView):
+        self._state = state
+        self._name = name
+        self._class = actor_class
+        self._root = root  # C++ Actors of the whole spawn
+        self._root_shape = [tuple(x) for x in root.shape()]
+        self._position = {r: i for i, r in enumerate(root_ranks)}
+        self._view = view
+        self._targets: Optional[List[Tuple[Any, List[int]]]] = None
+        self._endpoints = set(endpoint_names(actor_class))
+        self._proc_mesh: Any = None  # the ProcMesh (view) the actors are on
+
+    # -- shape -------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def sizes(self) -> Dict[str, int]:
+        return dict(zip(self._view.names, self._view.sizes))
+
+    extent = sizes
+
+    @property
+    def names(self) -> Tuple[str, ...]:
+        return tuple(self._view.names)
+
+    def size(self, dims: Any = None) -> int:
+        return self._view.size(dims)
+
+    def __len__(self) -> int:
+        return self._view.size()
+
+    def slice(self, **coords: Any) -> "ActorMesh":
+        view = self._view.slice(**coords)
+        mesh = ActorMesh.__new__(ActorMesh)
+        mesh.__dict__.update(self.__dict__)
+        mesh._view = view
+        mesh._targets = None
+        if self._proc_mesh is not None:
+            mesh._proc_mesh = self._proc_mesh.slice(**coords)
+        return mesh
+
+    def __getattr__(self, name: str) -> "Endpoint":
+        endpoints = self.__dict__.get("_endpoints", set())
+        if name in endpoints:
+            return Endpoint(self, name)
+        cls = self.__dict__.get("_class")
+        raise AttributeError(
+            f"actor mesh '{self.__dict__.get('_name')}' of {getattr(cls, '__qualname__', '?')} "
+            f"has no endpoint '{name}'")
+
+    def __repr__(self) -> str:
+        return f"<ActorMesh '{self._name}' {self._class.__qualname__} {self._view.shape_string()}>"
+
+    # -- messaging ---------------------------------------------------------------
+    def _plan(self) -> List[Tuple[Any, List[int]]]:
+        """C++ handles covering this view: one box, else one per rank."""
+        if self._targets is None:
+            positions = [self._position[r] for r in self._view.ranks()]
+            sizes = [s for _, s in self._root_shape]
+            ranges = procs_mod.box(positions, sizes)
+            if ranges is not None:
+                self._targets = [(procs_mod.sliced(self._root, self._root_shape, ranges),
+                                  positions)]
+            else:
+                targets = []
+                for p in positions:
+                    single = procs_mod.box([p], sizes)
+                    assert single is not None
+                    targets.append((procs_mod.sliced(self._root, self._root_shape, single), [p]))
+                self._targets = targets
+        return self._targets
+
+    def _check_alive(self) -> None:
+        if self._state.stopped:
+            raise SupervisionError(f"actor mesh '{self._name}': its procs were stopped",
+                                   self._name, -1)
+        failed = self._state.failed.get(self._name)
+        if failed:
+            for r in self._view.ranks():
+                position = self._position[r]
+                if position in failed:
+                    raise SupervisionError(
+                        f"supervision: actor mesh '{self._name}' rank {position} failed: "
+                        f"{failed[position]}", self._name, position)
+
+
+class Endpoint:
+    """``mesh.train``: call / call_one / choose / broadcast / stream / rref."""
+
+    def __init__(self, mesh: ActorMesh, name: str):
+        self._mesh = mesh
+        self._name = name
+
+    def _frames(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> List[Any]:
+        self._mesh._check_alive()
+        return dumps((args, kwargs))
+
+    def call(self, *args: Any, **kwargs: Any) -> Future[ValueMesh]:
+        """Every actor of the mesh; a Future of a :class:`ValueMesh`."""
+        mesh = self._mesh
+        frames = self._frames(args, kwargs)
+        names, sizes = list(mesh._view.names), list(mesh._view.sizes)
+        ep = self._name
+
+        def convert(out: Any) -> List[Any]:
+            if out[0] == "err":
+                _raise_status(out[1], out[2], ep)
+            return [_unpack_reply(v, ep) for v in out[1]]
+
+        plan = mesh._plan()
+        if len(plan) == 1:
+            return Future(HandleSource(
+                plan[0][0].call(ep, frames, 0),
+                lambda out: ValueMesh(names, sizes, convert(out))))
+        parts = [Future(HandleSource(h.call(ep, frames, 0), convert)) for h, _ in plan]
+        return gather(parts, lambda vals: ValueMesh(names, sizes, [x for v in vals for x in v]))
+
+    def call_one(self, *args: Any, **kwargs: Any) -> Future[Any]:
+        """The only actor of the mesh (an error if it has more than one)."""
+        mesh = self._mesh
+        if len(mesh) != 1:
+            raise ValueError(
+                f"call_one on actor mesh '{mesh._name}' of {len(mesh)} actors; it needs exactly one")
+        (handle, _), = mesh._plan()
+        return self._one(handle.call_one(self._name, self._frames(args, kwargs), 0))
+
+    def choose(self, *args: Any, **kwargs: Any) -> Future[Any]:
+        """One live actor of the mesh, round robin."""
+        plan = self._mesh._plan()
+        frames = self._frames(args, kwargs)
+        if len(plan) == 1:
+            return self._one(plan[0][0].choose(self._name, frames, 0))
+        _counter_choose[0] = (_counter_choose[0] + 1) % len(plan)
+        return self._one(plan[_counter_choose[0]][0].choose(self._name, frames, 0))
+
+    def broadcast(self, *args: Any, **kwargs: Any) -> None:
+        """Every actor, no reply; an exception stops that actor and is a
+        supervision event of the mesh."""
+        frames = self._frames(args, kwargs)
+        for handle, _ in self._mesh._plan():
+            try:
+                handle.broadcast(self._name, frames, FLAG_NO_REPLY)
+            except RuntimeError as e:
+                raise SupervisionError(str(e), self._mesh._name, -1) from None
+
+    def stream(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        """Every actor; yields the values as they arrive."""
+        frames = self._frames(args, kwargs)
+        futures = [self._one(f) for h, _ in self._mesh._plan()
+                   for f in h.stream(self._name, frames, 0)]
+
+        def gen() -> Iterator[Any]:
+            pending = list(futures)
+            while pending:
+                ready = [f for f in pending if f.done()]
+                if not ready:
+                    pending[0]._resolve(0.005)
+                    continue
+                for f in ready:
+                    pending.remove(f)
+                    yield f.get()
+
+        return gen()
+
+    def rref(self, *args: Any, **kwargs: Any) -> Any:
+        """Every actor, on distributed tensors: each actor's endpoint gets its
+        rank's local shards, in the process of that rank's tensor worker, and
+        the tensors it returns form the result (distributed tensors, shapes
+        from ``@endpoint(propagate=...)``; see the tensor engine's ``rref``)."""
+        mesh = self._mesh
+        mesh._check_alive()
+        if not mesh._state.beside_tensor_workers:
+            raise NotImplementedError(
+                f"rref on '{mesh._name}': its actors are not beside the tensor workers; spawn "
+                "them on a mesh made with this_host().spawn_procs(..., tensor_worker='python') "
+                "(backend 'c')")
+        prop: EndpointProperty = endpoint_property(mesh._class, self._name)
+        return engine().rref(mesh, self._name, prop, args, kwargs)
+
+    def _one(self, handle: Any) -> Future[Any]:
+        ep = self._name
+
+        def convert(out: Any) -> Any:
+            if out[0] == "err":
+                _raise_status(out[1], out[2], ep)
+            return _unpack_reply(out[1], ep)
+
+        return Future(HandleSource(handle, convert))
+
+    def __repr__(self) -> str:
+        return f"<Endpoint {self._mesh._name}.{self._name}>"
+
+
+_counter_choose = [0]
+
+
+def actor_pids(mesh: ActorMesh) -> Dict[int, int]:
+    """{rank of the view: OS pid of its worker} (tests, diagnostics)."""
+    pids = mesh._state.procs.pids()
+    return {i: pids[r] for i, r in enumerate(mesh._view.ranks())}
+
+
+def supervision_events(mesh: ActorMesh) -> List[Tuple[str, int, str]]:
+    """Supervision events of the actor procs of this mesh's proc mesh so far:
+    [(mesh, rank, reason)]."""
+    return mesh._state.procs.events()

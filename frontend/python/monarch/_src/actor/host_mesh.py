@@ -1,0 +1,109 @@
+"""Host meshes: the machines procs are spawned on (docs/python.md "Meshes",
+docs/multi-host.md). ``this_host()`` is the local machine; ``attach_hosts``
+and ``slurm_hosts`` give meshes of host agents."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Optional, Sequence
+
+from .proc_mesh import ProcMesh
+from .proc_mesh import spawn_procs as _spawn_procs
+
+
+class HostMesh:
+    """The hosts procs are spawned on; ``this_host()`` is the local machine,
+    ``attach_hosts`` and ``slurm_hosts`` give meshes of host agents
+    (docs/multi-host.md)."""
+
+    def __init__(self, hosts: int = 1, source: Optional[Dict[str, Any]] = None):
+        self._hosts = hosts
+        self._source = source
+
+    def spawn_procs(
+        self,
+        per_host: Optional[Dict[str, int]] = None,
+        *,
+        backend: Optional[str] = None,
+        memory_cap: Optional[int] = None,
+        timeout_ms: int = 60000,
+        tensor_worker: str = "",
+        **sizes: int,
+    ) -> ProcMesh:
+        """Spawns one worker process per coordinate of ``per_host``.
+
+        ``memory_cap`` (bytes, per worker; default ``$MONARCH_WORKER_MEMORY_CAP``
+        or none) caps CPU tensor memory so that programs can probe sizes;
+        ``backend`` is ``"c"`` (worker processes) or ``"sim"`` (in-process);
+        ``tensor_worker`` (backend "c") is ``"native"`` (the C++
+        monarch-tensor-worker, default; ``$MONARCH_TENSOR_WORKER_KIND``) or
+        ``"python"`` (the same executor in a Python process: needed by
+        ``monarch.remote``).
+        """
+        if memory_cap is None:
+            memory_cap = int(os.environ.get("MONARCH_WORKER_MEMORY_CAP", "0") or 0)
+        remote = (self._hosts, self._source) if self._source is not None else None
+        return _spawn_procs(per_host, backend=backend, memory_cap=memory_cap,
+                            timeout_ms=timeout_ms, tensor_worker=tensor_worker,
+                            hosts=remote, **sizes)
+
+    def __repr__(self) -> str:
+        return f"<HostMesh hosts={self._hosts}>"
+
+
+_this_host = HostMesh()
+
+
+def attach_hosts(
+    hosts: Optional[Sequence[str]] = None,
+    *,
+    hosts_file: Optional[str] = None,
+    secret_file: str,
+    python: str = "",
+    pythonpath: Sequence[str] = (),
+) -> HostMesh:
+    """Running ``monarch-host`` agents, ``["node1:29650", ...]`` or a file of
+    them (one ``HOST:PORT`` a line), holding the job secret in ``secret_file``
+    (mode 0600). ``spawn_procs({"gpu": 2})`` on it gives ``{"hosts": N,
+    "gpu": 2}``; the agents are attached when it is called.
+
+    Python actors spawned on such a mesh run in ``python`` on each host
+    (default ``$MONARCH_HOST_PYTHON``, else this interpreter's path), with
+    ``pythonpath`` before this process's ``sys.path``; the monarch package and
+    the program's files must be at the same paths there (docs/multi-host.md)."""
+    if (hosts is None) == (hosts_file is None):
+        raise ValueError("attach_hosts needs either hosts or hosts_file")
+    if hosts is not None:
+        count = len(hosts)
+        source: Dict[str, Any] = {"hosts": list(hosts), "secret_file": secret_file}
+    else:
+        assert hosts_file is not None
+        with open(hosts_file) as f:
+            count = sum(1 for line in f if line.split("#", 1)[0].strip())
+        source = {"hosts_file": hosts_file, "secret_file": secret_file}
+    if count == 0:
+        raise ValueError("attach_hosts: no hosts given")
+    source.update(python=python, pythonpath=list(pythonpath))
+    return HostMesh(count, source)
+
+
+def slurm_hosts(*, agents_per_node: int = 1, controller_host: str = "",
+                python: str = "", pythonpath: Sequence[str] = ()) -> HostMesh:
+    """Inside a SLURM allocation: ``spawn_procs`` starts one ``monarch-host``
+    per node (``agents_per_node`` per node) with ``srun`` and attaches.
+    ``python``/``pythonpath``: as for ``attach_hosts``."""
+    nodes = os.environ.get("SLURM_JOB_NUM_NODES") or os.environ.get("SLURM_NNODES")
+    if not os.environ.get("SLURM_JOB_ID") or not nodes:
+        raise RuntimeError("slurm_hosts: not inside a SLURM allocation ($SLURM_JOB_ID is unset)")
+    return HostMesh(int(nodes) * agents_per_node,
+                    {"slurm": True, "agents_per_node": agents_per_node,
+                     "controller_host": controller_host, "python": python,
+                     "pythonpath": list(pythonpath)})
+
+
+def this_host() -> HostMesh:
+    return _this_host
+
+
+def this_proc() -> HostMesh:
+    return _this_host

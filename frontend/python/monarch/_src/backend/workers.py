@@ -1,0 +1,78 @@
+"""The ``c`` backend: ``monarch._C.Controller``, the C++ controller that
+spawns one tensor worker process per rank (``monarch-tensor-worker``, or a
+Python tensor worker) and speaks the protocol of ``protocol.py``."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any, Dict, Optional, Sequence, Tuple
+
+from ..common import python_workers
+
+TENSOR_WORKER_KINDS = ("native", "python")
+
+
+def c_module() -> Any:
+    try:
+        from monarch import _C  # type: ignore[attr-defined]
+
+        return _C
+    except ImportError:
+        return None
+
+
+def available() -> bool:
+    return c_module() is not None
+
+
+def missing_message() -> str:
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return (
+        f"monarch._C (the C++ controller that starts the worker processes) is not built in "
+        f"the monarch package at {here}. Build it with `cmake -S . -B build -G Ninja && "
+        f"cmake --build build` (docs/building.md; pybind11 and the development headers of the "
+        f"Python that imports your torch are needed) and run with PYTHONPATH=build/python."
+    )
+
+
+def native_worker_path() -> str:
+    """$MONARCH_TENSOR_WORKER, else bin/monarch-tensor-worker of the build tree
+    the package is staged in (build/python/monarch -> build/bin), else of
+    build/ beside the sources (frontend/python/monarch -> build/bin); "" lets
+    the controller look for itself."""
+    env = os.environ.get("MONARCH_TENSOR_WORKER")
+    if env:
+        return env
+    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    staged = os.path.dirname(os.path.dirname(package))
+    source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(
+        os.path.join(package, "__init__.py")))))
+    for base in (staged, os.path.join(source, "build")):
+        candidate = os.path.join(base, "bin", "monarch-tensor-worker")
+        if os.path.exists(candidate):
+            return candidate
+    return ""
+
+
+def start(shape: Sequence[Tuple[str, int]], *, memory_cap: int, timeout_ms: int,
+          tensor_worker: str, hosts: Optional[Dict[str, Any]]) -> Any:
+    """A running ``monarch._C.Controller`` (the workers serve when it returns)."""
+    if os.environ.get("MONARCH_WORKER_KIND") == "tensor":
+        raise RuntimeError(
+            "an actor on a Python tensor worker cannot start backend 'c' meshes (this "
+            "process holds the worker's copy of the plan schema); use backend='sim'")
+    _C = c_module()
+    if _C is None:
+        raise ImportError(missing_message())
+    if tensor_worker == "python":
+        # Only workers import it: it carries its own copy of the plan
+        # schema, which must not meet _C's in one process.
+        if importlib.util.find_spec("monarch._tensor_worker") is None:
+            raise ImportError("monarch._tensor_worker is not built (Python tensor "
+                              "workers need libtorch_python)")
+        worker = python_workers.launcher_path("tensor")
+    else:
+        worker = native_worker_path()
+    return _C.Controller([(n, s) for n, s in shape], memory_cap=memory_cap,
+                         timeout_ms=timeout_ms, worker_path=worker, **(hosts or {}))

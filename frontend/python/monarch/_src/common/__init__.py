@@ -1,0 +1,1 @@
+"""Pieces every layer uses: errors, the one Future, pickling, source locations."""

@@ -1,0 +1,161 @@
+"""One-sided reads and writes of registered memory (docs/rdma.md).
+
+    from monarch.rdma import RDMABuffer
+
+    class Owner(Actor):
+        def __init__(self):
+            self.weights = torch.arange(1024, dtype=torch.float32)
+            self.buffer = RDMABuffer(self.weights)   # registered here
+
+        @endpoint
+        def handle(self) -> RDMABuffer:
+            return self.buffer                     # pickles as a small handle
+
+    buf = owner.handle.call_one().get()
+    dst = torch.empty(1024)
+    buf.read_into(dst).get()                       # owner -> dst
+    buf.write_from(torch.zeros(512), offset=2048).get()
+
+Memory is one contiguous 1-D range on the host: a 1-D contiguous CPU tensor
+or a writable buffer (bytearray, memoryview, numpy array); ``bytes`` register
+read-only. CUDA tensors, non-contiguous or multi-dimensional tensors and empty
+memory are refused with an error. ``offset`` counts bytes.
+
+Transfers go through an RDMA NIC (libibverbs) when both procs have one, else
+over the runtime's TCP/Unix transport; :func:`backend` says which this process
+uses (``"ibverbs"``, ``"tcp"`` or ``"none"``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple
+
+from monarch import _rdma  # type: ignore[attr-defined]
+
+from ..common.future import Future, HandleSource
+
+__all__ = ["RDMABuffer", "RDMAError", "backend", "submit"]
+
+
+class RDMAError(RuntimeError):
+    """A refused or failed RDMA operation; ``code`` is the runtime's error
+    kind (``"NotFound"`` for a dropped buffer, ``"Closed"`` for an owner that
+    went away, ``"Timeout"``, ``"Invalid"``...)."""
+
+    def __init__(self, message: str, code: str = "Internal"):
+        super().__init__(message)
+        self.code = code
+
+
+def backend() -> str:
+    """``"ibverbs"``, ``"tcp"`` or ``"none"`` (MONARCH_RDMA_BACKEND=none)."""
+    return _rdma.backend()
+
+
+def _memory(obj: Any, *, for_write: bool) -> Tuple[int, int, bool]:
+    """(address, bytes, read_only) of a tensor or buffer, or a clear error."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        torch = None
+    if torch is not None and isinstance(obj, torch.Tensor):
+        if obj.device.type != "cpu":
+            raise RDMAError(
+                f"RDMA of {obj.device.type} tensors is not supported: the TCP "
+                "fallback moves host memory only and CUDA registration through "
+                "dma-buf has not been built (docs/rdma.md)",
+                "Invalid",
+            )
+        if obj.dim() != 1:
+            raise RDMAError(
+                f"RDMA needs a 1-D tensor, got shape {tuple(obj.shape)} "
+                "(use .view(-1) on a contiguous tensor)",
+                "Invalid",
+            )
+        if not obj.is_contiguous():
+            raise RDMAError("RDMA needs a contiguous tensor (use .contiguous())", "Invalid")
+        return obj.data_ptr(), obj.numel() * obj.element_size(), False
+    try:
+        addr, size, read_only = _rdma.buffer_address(obj)
+    except TypeError:
+        raise RDMAError(
+            f"RDMA needs a torch.Tensor or a buffer (bytearray, memoryview), "
+            f"not {type(obj).__name__}",
+            "Invalid",
+        ) from None
+    if for_write and read_only:
+        raise RDMAError("cannot read into read-only memory", "Invalid")
+    return addr, size, read_only
+
+
+def _check(result: Any) -> None:
+    ok, message, code = result
+    if not ok:
+        raise RDMAError(message, code)
+
+
+def _transfer_future(transfer: Any) -> Future:
+    return Future(HandleSource(transfer, _check))
+
+
+class RDMABuffer:
+    """Registered memory: made on the owning proc from a tensor or buffer;
+    anywhere else (after pickling) a handle naming it."""
+
+    def __init__(self, data: Any):
+        addr, size, read_only = _memory(data, for_write=False)
+        if size == 0:
+            raise RDMAError("cannot register empty memory", "Invalid")
+        self._owned = _rdma.register(addr, size, not read_only, data)
+        self._handle: bytes = self._owned.handle()
+
+    @classmethod
+    def _from_handle(cls, handle: bytes) -> "RDMABuffer":
+        self = cls.__new__(cls)
+        self._owned = None
+        self._handle = handle
+        return self
+
+    def __reduce__(self):
+        return (RDMABuffer._from_handle, (self._handle,))
+
+    @property
+    def size(self) -> int:
+        """Bytes registered."""
+        return int(_rdma.handle_info(self._handle)["size"])
+
+    def read_into(self, dst: Any, offset: int = 0) -> Future:
+        """Copies ``len(dst)`` bytes of this buffer, from byte ``offset``, into
+        ``dst``; the Future's ``get(timeout)`` raises :class:`RDMAError` on
+        failure."""
+        addr, size, _ = _memory(dst, for_write=True)
+        return _transfer_future(_rdma.submit([("read", self._handle, offset, addr, size, dst)]))
+
+    def write_from(self, src: Any, offset: int = 0) -> Future:
+        """Copies all of ``src`` into this buffer at byte ``offset``."""
+        addr, size, _ = _memory(src, for_write=False)
+        return _transfer_future(_rdma.submit([("write", self._handle, offset, addr, size, src)]))
+
+    def drop(self) -> None:
+        """Unregisters the memory (on its owner, from wherever this handle
+        is); later transfers fail with ``code == "NotFound"``."""
+        if self._owned is not None:
+            self._owned.drop()
+            return
+        _check(_rdma.drop_remote(self._handle).get(60_000) or (False, "drop timed out", "Timeout"))
+
+    def __repr__(self) -> str:
+        info = _rdma.handle_info(self._handle)
+        where = "owned here" if self._owned is not None else f"on {info['owner']}"
+        return f"<RDMABuffer {info['size']} bytes, {where}>"
+
+
+def submit(ops: Sequence[Tuple[str, RDMABuffer, Any, int]]) -> Future:
+    """Several transfers at once: ``[("read", buffer, dst, offset),
+    ("write", buffer, src, offset), ...]``; one Future for all (the first
+    error wins)."""
+    batch: List[tuple] = []
+    for kind, buf, local, offset in ops:
+        addr, size, _ = _memory(local, for_write=kind == "read")
+        batch.append((kind, buf._handle, offset, addr, size, local))
+    return _transfer_future(_rdma.submit(batch))

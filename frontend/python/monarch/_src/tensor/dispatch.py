@@ -1,0 +1,620 @@
+"""The capture of torch calls at the ATen level (docs/python.md,
+"Distributed tensors", "How capture is fast").
+
+Under ``mesh.activate()`` a ``TorchDispatchMode`` (:class:`CaptureMode`)
+receives every ATen call (factories included); ops on distributed tensors
+outside ``activate`` reach :func:`dispatch` through the tensor class's
+``__torch_dispatch__``. Autograd runs on the controller above the
+dispatcher, so backward ops are captured the same way.
+
+The first call of an op with a given *signature* -- the op, and for each
+argument its metadata (shape, strides, dtype, device) or value -- runs it on
+fake tensors for the results' metadata and makes an :class:`Entry`: the
+results' specs, which outputs alias inputs, and the instruction as a
+template for the session's C++ instruction stream. Every later call with the
+same signature checks the rules of docs/python.md, makes its results from
+the specs and issues one ``stream.op(template, ...)``: no fake tensor, no
+pytree, no protobuf built in Python.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from ..common.errors import usage
+from ..common.location import user_location, user_frame
+from . import core, devices, modes, tracing
+from .checks import check_mutate, check_use
+from .core import (HAS_CUDA, Ref, Spec, TensorCore, device_of, fake_mode, intended_device,
+                   make_tensor, new_dtensor)
+from .devices import DEVICE_FROM_INPUT, check_devices, device_mix
+from .streams import Stream, get_active_stream
+from .tracing import sink_for
+from .values import to_value
+
+
+class CaptureMode(TorchDispatchMode):
+    """Every ATen call inside ``activate`` runs on the active mesh."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        with _handling:
+            return dispatch(func, args, kwargs or {}, modes.active_mesh())
+
+
+_handling = modes.handling()
+
+
+@contextlib.contextmanager
+def activate(mesh: Any) -> Iterator[Any]:
+    """Run torch calls inside on every rank of ``mesh``."""
+    modes.push_mesh(mesh)
+    entered = False
+    fmode = None
+    d_direct = False
+    if modes.capture is None:
+        if not HAS_CUDA:
+            fmode = modes.function_mode = devices.CudaOnCpuMode()
+            modes.enter_function(fmode)
+        modes.capture = CaptureMode()
+        d_direct = modes.enter_dispatch(modes.capture)
+        entered = True
+    try:
+        yield mesh
+    finally:
+        modes.pop_mesh()
+        if entered:
+            mode, modes.capture = modes.capture, None
+            modes.exit_dispatch(mode, d_direct)
+            if fmode is not None:
+                modes.function_mode = None
+                modes.exit_function(fmode)
+
+
+_LIFT = {"aten::lift_fresh", "aten::lift", "aten::lift_fresh_copy"}
+
+
+def to_fake(x: Any) -> Any:
+    if isinstance(x, TensorCore):
+        return x._fake
+    if isinstance(x, torch.device) and x.type == "cuda" and not HAS_CUDA:
+        return torch.device("cpu")
+    if isinstance(x, torch.Tensor) and not isinstance(x, FakeTensor):
+        return fake_mode.from_tensor(x)
+    return x
+
+
+def _numbers_to_tensors(schema: Any, args: Tuple, kwargs: Dict[str, Any],
+                        dts: List[TensorCore]) -> Tuple[Tuple, Dict[str, Any]]:
+    """Python numbers in Tensor arguments (wrapped numbers, as ``x + 1``
+    arrives) become 0-d constants. Their dtype follows the scalar promotion
+    rule: a float is float64 next to floating tensors (which keep their own
+    dtype) and the default dtype otherwise."""
+    floating = any(t.dtype.is_floating_point or t.dtype.is_complex for t in dts)
+
+    def conv(v: Any, type_str: str) -> Any:
+        if type_str not in ("Tensor", "Optional[Tensor]"):
+            return v
+        if isinstance(v, bool):
+            return torch.tensor(v, dtype=torch.bool)
+        if isinstance(v, int):
+            return torch.tensor(v, dtype=torch.int64)
+        if isinstance(v, float):
+            return torch.tensor(v, dtype=torch.float64 if floating else torch.get_default_dtype())
+        if isinstance(v, complex):
+            return torch.tensor(v, dtype=torch.complex128)
+        return v
+
+    arguments = schema.arguments
+    new_args = tuple(
+        conv(a, str(arguments[i].type)) if i < len(arguments) else a for i, a in enumerate(args)
+    )
+    by_name = {a.name: str(a.type) for a in arguments}
+    new_kwargs = {k: conv(v, by_name.get(k, "")) for k, v in kwargs.items()}
+    return new_args, new_kwargs
+
+
+# Ops whose result is a Python value computed from metadata alone (shape,
+# strides, dtype, layout): answered on the controller from the fake tensors,
+# nothing is sent. autograd calls aten::is_same_size, for one.
+_METADATA_OPS = {
+    "aten::is_same_size",
+    "aten::sym_size",
+    "aten::sym_stride",
+    "aten::sym_numel",
+    "aten::sym_storage_offset",
+    "aten::size",
+    "aten::stride",
+    "aten::dim",
+    "aten::numel",
+    "aten::storage_offset",
+    "aten::is_contiguous",
+    "aten::is_strides_like_format",
+    "aten::is_non_overlapping_and_dense",
+    "aten::is_floating_point",
+    "aten::is_complex",
+    "aten::is_signed",
+    "aten::is_conj",
+    "aten::is_neg",
+    "aten::is_inference",
+    "aten::result_type",
+    "aten::output_nr",
+}
+
+
+def _answer_metadata(func: Any, args: Tuple, kwargs: Dict[str, Any]) -> Any:
+    fake_args, fake_kwargs = tree_map(to_fake, (args, kwargs))
+    with fake_mode:
+        out = func(*fake_args, **fake_kwargs)
+    if any(isinstance(o, torch.Tensor) for o in tree_flatten(out)[0]):
+        raise RuntimeError(f"{func._schema.name} returned a tensor: not a metadata query")
+    return out
+
+
+def _undefined_result(mesh: Any, stream: Stream) -> TensorCore:
+    """The result ref of a `Tensor` return the op left undefined: never
+    handed to the program (it sees None), deleted once the op is sent."""
+    with fake_mode:
+        fake = torch.empty((0,))
+    return new_dtensor(fake, mesh, stream)
+
+
+def _name(func: Any) -> Tuple[str, str]:
+    s = func._schema
+    return s.name, s.overload_name
+
+
+class OpInfo:
+    """What dispatch needs of an op's schema, computed once per op."""
+
+    __slots__ = ("name", "overload", "what", "arg_types", "arg_names", "written",
+                 "metadata", "lift", "device_from_input", "returns_tensor")
+
+    def __init__(self, func: Any):
+        schema = func._schema
+        self.name = schema.name
+        self.overload = schema.overload_name
+        self.what = schema.name + (f".{schema.overload_name}" if schema.overload_name else "")
+        self.arg_types = [str(a.type) for a in schema.arguments]
+        self.arg_names = {a.name: i for i, a in enumerate(schema.arguments)}
+        #: (position, name) of every argument the op writes.
+        self.written = [(i, a.name) for i, a in enumerate(schema.arguments)
+                        if a.alias_info is not None and a.alias_info.is_write]
+        self.metadata = self.name in _METADATA_OPS
+        self.lift = self.name in _LIFT
+        self.device_from_input = self.name in DEVICE_FROM_INPUT
+        self.returns_tensor = [str(r.type) == "Tensor" for r in schema.returns]
+
+
+def op_info(func: Any) -> OpInfo:
+    """The op's OpInfo, kept on the OpOverload itself (hashing one runs
+    Python code)."""
+    info = func.__dict__.get("_monarch_info")
+    if info is None:
+        info = func.__dict__["_monarch_info"] = OpInfo(func)
+    return info
+
+
+class _Uncacheable(Exception):
+    """An argument the signature cannot describe: the op takes the slow path."""
+
+
+_SIMPLE = (str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
+_NUMBERS = (bool, int, float, complex)  # equal across types (1 == 1.0 == True): keyed with it
+
+
+def _sig(a: Any, dts: List[TensorCore]) -> Any:
+    """The part of the cache key for one argument; collects its distributed
+    tensors in the order the instruction names them."""
+    if isinstance(a, TensorCore):
+        dts.append(a)
+        return a._spec
+    t = type(a)
+    if t in _NUMBERS:
+        return (t, a)
+    if isinstance(a, _SIMPLE):
+        return a
+    if t is list or t is tuple or t is torch.Size:
+        return (t, tuple([_sig(x, dts) for x in a]))
+    if isinstance(a, torch.Tensor):
+        if a.dim() == 0 and not isinstance(a, FakeTensor):
+            return ("const", a.dtype, a.device.type, a.item())
+    raise _Uncacheable()
+
+
+def signature(args: Tuple, kwargs: Dict[str, Any]) -> Tuple[Any, List[TensorCore]]:
+    dts: List[TensorCore] = []
+    key = tuple([_sig(a, dts) for a in args])
+    if kwargs:
+        key = (key, tuple([(k, _sig(v, dts)) for k, v in kwargs.items()]))
+    return key, dts
+
+
+# Kinds of an entry's outputs (in the order the instruction binds results).
+_NEW, _ALIAS, _UNDEFINED = 0, 1, 2
+
+
+class Entry:
+    """A cached op: see the module docstring."""
+
+    __slots__ = ("call_op", "specs", "outputs", "structure", "result_types",
+                 "metadata_value")
+
+    def __init__(self) -> None:
+        self.call_op = b""
+        self.specs: List[Spec] = []
+        #: (kind, index): a new result (index into specs), an input (index
+        #: into the call's distributed tensors), or an undefined result.
+        self.outputs: List[Tuple[int, int]] = []
+        #: How the Python result is put together from the outputs.
+        self.structure: Any = None
+        #: (dtype code, shape) of each output, for recording.
+        self.result_types: List[Tuple[int, List[int]]] = []
+        self.metadata_value: Any = None
+
+
+_cache: Dict[Any, Entry] = {}
+#: Bound on the entries kept (signatures seen); the cache starts afresh past it.
+CACHE_LIMIT = 65536
+
+
+def cache_info() -> Dict[str, int]:
+    """How many op signatures are cached (tests, diagnostics)."""
+    return {"entries": len(_cache)}
+
+
+def _build(o: Any, entry: Entry, by_fake: Dict[int, int], undefined_ok: List[bool],
+           top: bool) -> Any:
+    """The structure of an output tree, filling ``entry.outputs``/``specs``;
+    raises _Uncacheable for outputs it cannot describe."""
+    if isinstance(o, torch.Tensor):
+        k = by_fake.get(id(o))
+        if k is not None:
+            entry.outputs.append((_ALIAS, k))
+        else:
+            entry.outputs.append((_NEW, len(entry.specs)))
+            entry.specs.append(None)  # type: ignore[arg-type]  # filled by the caller
+        return ("out", len(entry.outputs) - 1)
+    if o is None and undefined_ok and undefined_ok[0]:
+        entry.outputs.append((_UNDEFINED, -1))
+        return ("undefined", len(entry.outputs) - 1)
+    if top and isinstance(o, (tuple, list)):
+        items = []
+        for i, x in enumerate(o):
+            ok = [i < len(undefined_ok) and undefined_ok[i]] if undefined_ok else []
+            if isinstance(x, (tuple, list)):
+                items.append((type(x), [_build(y, entry, by_fake, [], False) for y in x]))
+            else:
+                items.append(_build(x, entry, by_fake, ok, False))
+        return (type(o), items)
+    if isinstance(o, (tuple, list)):
+        return (type(o), [_build(y, entry, by_fake, [], False) for y in o])
+    if o is None or isinstance(o, (bool, int, float, torch.dtype)):
+        return ("value", o)
+    raise _Uncacheable()
+
+
+def _assemble(structure: Any, objs: List[Any]) -> Any:
+    kind = structure[0]
+    if kind == "out":
+        return objs[structure[1]]
+    if kind == "undefined":
+        return None
+    if kind == "value":
+        return structure[1]
+    return kind([_assemble(s, objs) for s in structure[1]])
+
+
+def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
+    info = func.__dict__.get("_monarch_info")
+    if info is None:
+        info = op_info(func)
+    try:
+        sig, dts = signature(args, kwargs)
+    except _Uncacheable:
+        sig = None
+        dts = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, TensorCore)]
+    if mesh is None:
+        if not dts:
+            return func(*args, **kwargs)
+        mesh = dts[0]._mesh
+    if info.lift or sig is None or tracing.current() is not None:
+        return _dispatch_slow(func, info, args, kwargs, mesh)
+    key = (info, sig, torch.get_default_dtype(), devices.device_override)
+    entry = _cache.get(key)
+    if info.metadata:
+        if entry is None:
+            entry = Entry()
+            entry.metadata_value = _answer_metadata(func, args, kwargs)
+            _remember(key, entry)
+        value = entry.metadata_value
+        return list(value) if isinstance(value, list) else value
+    stream = get_active_stream()
+    what = info.what
+    for t in dts:
+        # The common case inline: no borrow, same mesh object, same stream.
+        ref = t._ref
+        if ref.lending is not None or t._mesh is not mesh or ref.stream is not stream:
+            check_use(t, mesh, stream, what)
+    if info.written:
+        for t in _written(info, args, kwargs):
+            check_mutate(t, what)
+    session = mesh._session
+    if entry is None:
+        check_devices(what, info.name, dts)  # a function of the specs: once
+        entry = _first_call(func, info, args, kwargs, dts, mesh)
+        if entry is None:  # an output the cache cannot describe
+            return _dispatch_slow(func, info, args, kwargs, mesh, checked=True)
+        _remember(key, entry)
+    mesh_id = session.mesh_id_of(mesh)
+    stream_id = session.stream_id(stream.ir_name)
+    # Results from the specs; inputs that are outputs (in-place, out=) stay.
+    objs: List[Any] = []
+    refs: List[int] = []
+    specs = entry.specs
+    cls = core._tensor_class
+    for kind, index in entry.outputs:
+        if kind == _NEW:
+            ref = Ref.fresh(session, mesh, stream, mesh_id, stream_id)
+            objs.append(make_tensor(cls, specs[index], mesh, ref))
+            refs.append(ref.id)
+        elif kind == _ALIAS:
+            t = dts[index]
+            objs.append(t)
+            refs.append(t._ref.id)
+        else:  # undefined: a ref the workers bind and the program never sees
+            ref = Ref.fresh(session, mesh, stream, mesh_id, stream_id)
+            objs.append(None)
+            refs.append(ref.id)  # deleted when `ref` goes, after the op
+    out_stream = session.stream
+    if out_stream is not None:
+        template = session.templates.get(entry)
+        if template is None:
+            template = session.templates[entry] = out_stream.define_op(
+                entry.call_op, entry.result_types if out_stream.recording else [])
+        code, line = user_frame()
+        loc = session.locations.get((code, line))
+        if loc is None:
+            loc = session.location_id(code, line)
+        if session.dead is not None:
+            raise session.dead
+        try:
+            out_stream.op(template, mesh_id, stream_id, loc,
+                          tuple([t._ref.id for t in dts]), tuple(refs))
+        except RuntimeError as e:
+            raise session.unreachable(e) from None
+    return _assemble(entry.structure, objs)
+
+
+def _remember(key: Any, entry: Entry) -> None:
+    if len(_cache) >= CACHE_LIMIT:
+        _cache.clear()
+    _cache[key] = entry
+
+
+def _written(info: OpInfo, args: Tuple, kwargs: Dict[str, Any]) -> List[TensorCore]:
+    out: List[TensorCore] = []
+    for i, name in info.written:
+        v = args[i] if i < len(args) else kwargs.get(name)
+        if isinstance(v, TensorCore):
+            out.append(v)
+        elif isinstance(v, (list, tuple)):
+            out.extend(x for x in v if isinstance(x, TensorCore))
+    return out
+
+
+def _propagate(func: Any, info: OpInfo, args: Tuple, kwargs: Dict[str, Any],
+               dts: List[TensorCore]) -> Tuple[Any, Optional[torch.device]]:
+    """Runs the op on fake tensors: its output tree and the device its new
+    results have on the workers (when it differs from the fakes')."""
+    fake_args, fake_kwargs = tree_map(to_fake, (args, kwargs))
+    if info.name == "aten::arange" and fake_kwargs.get("dtype") is None:
+        # torch 1.13's meta arange infers int64 from float bounds; CPU does not.
+        if any(isinstance(a, float) for a in fake_args):
+            fake_kwargs["dtype"] = torch.get_default_dtype()
+    try:
+        if info.lift:
+            # torch.tensor(data) inside activate: the data is a constant.
+            out = fake_mode.from_tensor(args[0])
+        else:
+            with fake_mode:
+                out = func(*fake_args, **fake_kwargs)
+    except Exception as e:  # shape errors and friends: raise at the call site
+        text = str(e)
+        if "found two different devices" in text:  # FakeTensor's wording of a mix
+            seen = [device_of(t) for t in dts]
+            raise device_mix(info.what, seen[0], next(
+                (d for d in seen if d != seen[0]), seen[0])) from None
+        if type(e) in (RuntimeError, ValueError, TypeError, IndexError):
+            raise type(e)(text) from None
+        raise
+    from_input = next((d for d in map(intended_device, dts) if d is not None), None)
+    if devices.device_override is not None:
+        result_device: Optional[torch.device] = devices.device_override
+    else:
+        flat = tree_flatten((args, kwargs))[0]
+        explicit = next((x for x in flat if isinstance(x, torch.device)), None)
+        if explicit is not None and not (info.device_from_input and explicit.type == "cpu"):
+            result_device = explicit if explicit.type != "cpu" else None
+        else:
+            result_device = from_input
+    return out, result_device
+
+
+def _sent_args(info: OpInfo, schema: Any, args: Tuple, kwargs: Dict[str, Any],
+               dts: List[TensorCore]) -> Tuple[Tuple, Dict[str, Any]]:
+    """The arguments as the workers receive them: Python numbers in Tensor
+    arguments as 0-d constants, the device asked for where torch filled in
+    the fakes' (a controller without a GPU)."""
+    args, kwargs = _numbers_to_tensors(schema, args, kwargs, dts)
+    real = devices.device_override
+    if real is None and info.device_from_input:
+        real = next((d for d in map(intended_device, dts) if d is not None), None)
+    if real is not None:
+        def redevice(x: Any) -> Any:
+            if isinstance(x, torch.device) and x.type == "cpu":
+                return real
+            return x
+
+        args, kwargs = tree_map(redevice, (args, kwargs))
+    return args, kwargs
+
+
+def _check_out(info: OpInfo, out: Any) -> None:
+    if isinstance(out, (int, float, bool)):
+        raise RuntimeError(
+            f"{info.what} returns a Python value computed from a distributed tensor; use "
+            "monarch.inspect(t) to bring a value to the controller"
+        )
+
+
+def _first_call(func: Any, info: OpInfo, args: Tuple, kwargs: Dict[str, Any],
+                dts: List[TensorCore], mesh: Any) -> Optional[Entry]:
+    """The entry of a signature not seen before (None: not cacheable)."""
+    out, result_device = _propagate(func, info, args, kwargs, dts)
+    _check_out(info, out)
+    entry = Entry()
+    by_fake = {id(t._fake): k for k, t in enumerate(dts)}
+    try:
+        undefined_ok = list(info.returns_tensor)
+        if out is None and len(undefined_ok) == 1 and undefined_ok[0]:
+            entry.outputs.append((_UNDEFINED, -1))
+            entry.structure = ("undefined", 0)
+        else:
+            entry.structure = _build(out, entry, by_fake, undefined_ok, True)
+    except _Uncacheable:
+        return None
+    fakes = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+    new_fakes = iter(f for f in fakes if id(f) not in by_fake)
+    for i, (kind, index) in enumerate(entry.outputs):
+        if kind == _NEW:
+            f = next(new_fakes)
+            if not isinstance(f, FakeTensor):
+                f = fake_mode.from_tensor(f)
+            entry.specs[index] = Spec.of(f, result_device)
+    from .values import DTYPE_TO_PLAN
+
+    for kind, index in entry.outputs:
+        if kind == _NEW:
+            sp = entry.specs[index]
+            entry.result_types.append((int(DTYPE_TO_PLAN[sp.dtype]), list(sp.shape)))
+        elif kind == _ALIAS:
+            t = dts[index]
+            entry.result_types.append((int(DTYPE_TO_PLAN[t.dtype]), list(t.shape)))
+        else:
+            entry.result_types.append((int(DTYPE_TO_PLAN[torch.float32]), [0]))
+    entry.call_op = _template(func, info, args, kwargs, dts, len(entry.outputs))
+    return entry
+
+
+def _template(func: Any, info: OpInfo, args: Tuple, kwargs: Dict[str, Any],
+              dts: List[TensorCore], n_results: int) -> bytes:
+    """The CallOp with placeholders: -(k+1) for the k-th distributed tensor
+    argument, -(j+1) for result j (frontend/csrc/InstructionStream.h)."""
+    from ..backend.plan import plan
+
+    sent_args, sent_kwargs = _sent_args(info, func._schema, args, kwargs, dts)
+    counter = [0]
+
+    def placeholder(t: Any) -> int:
+        counter[0] += 1
+        return -counter[0]
+
+    call = plan.CallOp(name=info.name, overload=info.overload)
+    types = info.arg_types
+    for i, a in enumerate(sent_args):
+        call.args.append(to_value(a, types[i] if i < len(types) else "", placeholder))
+    for k, v in sent_kwargs.items():
+        nv = call.kwargs.add(name=k)
+        i = info.arg_names.get(k)
+        nv.value.CopyFrom(to_value(v, types[i] if i is not None else "", placeholder))
+    if counter[0] != len(dts):  # the walk and the signature disagree: a bug
+        raise AssertionError(f"{info.what}: {counter[0]} placeholders for {len(dts)} inputs")
+    call.results.extend(-(j + 1) for j in range(n_results))
+    return call.SerializeToString()
+
+
+def _dispatch_slow(func: Any, info: OpInfo, args: Tuple, kwargs: Dict[str, Any], mesh: Any,
+                   checked: bool = False) -> Any:
+    """Ops the cache cannot describe (lifted constants, odd arguments or
+    outputs) and every op while tracing: fake tensors each call."""
+    loc = user_location()
+    what = info.what
+    flat, _ = tree_flatten((args, kwargs))
+    dts = [a for a in flat if isinstance(a, TensorCore)]
+    if info.metadata:
+        return _answer_metadata(func, args, kwargs)
+    stream = get_active_stream()
+    schema = func._schema
+
+    # Local tensors: 0-d ones are constants (Python numbers arrive as wrapped
+    # 0-d tensors), anything else is a LOCAL_TENSOR misuse.
+    consts: Dict[int, torch.Tensor] = {}
+    for a in flat:
+        if isinstance(a, torch.Tensor) and not isinstance(a, TensorCore):
+            if info.lift or a.dim() == 0:
+                consts[id(a)] = a
+            else:
+                raise usage(
+                    "LOCAL_TENSOR",
+                    f"{what} mixes a local tensor (shape {tuple(a.shape)}) with the mesh "
+                    f"{mesh._describe()}; create it inside mesh.activate() or move it there",
+                )
+    if not checked:
+        for t in dts:
+            check_use(t, mesh, stream, what)
+        for t in _written(info, args, kwargs):
+            check_mutate(t, what)
+        check_devices(what, info.name, dts)
+
+    out, result_device = _propagate(func, info, args, kwargs, dts)
+    written = _written(info, args, kwargs)
+    by_fake = {id(t._fake): t for t in written}
+    results: List[TensorCore] = []
+
+    def wrap(o: Any) -> Any:
+        if isinstance(o, torch.Tensor):
+            existing = by_fake.get(id(o))
+            if existing is not None:
+                results.append(existing)
+                return existing
+            if not isinstance(o, FakeTensor):
+                o = fake_mode.from_tensor(o)
+            d = new_dtensor(o, mesh, stream, result_device)
+            results.append(d)
+            return d
+        if isinstance(o, (int, float, bool)) and not isinstance(out, (list, tuple)):
+            _check_out(info, o)
+        return o
+
+    # Every `Tensor` return of the schema gets a result ref, also one the op
+    # leaves undefined (None here, e.g. native_layer_norm_backward with a
+    # false output_mask entry): the workers bind results in schema order and
+    # give such a ref an error naming the op; the caller still sees None.
+    returns = info.returns_tensor
+
+    def undefined(i: int) -> bool:
+        return i < len(returns) and returns[i]
+
+    if out is None and len(returns) == 1 and undefined(0):
+        results.append(_undefined_result(mesh, stream))
+        wrapped = None
+    elif isinstance(out, tuple) and any(o is None and undefined(i) for i, o in enumerate(out)):
+        items = []
+        for i, o in enumerate(out):
+            if o is None and undefined(i):
+                results.append(_undefined_result(mesh, stream))
+                items.append(None)
+            else:
+                items.append(tree_map(wrap, o))
+        wrapped = tuple(items)
+    else:
+        wrapped = tree_map(wrap, out)
+    args, kwargs = _sent_args(info, schema, args, kwargs, dts)
+    sink_for(mesh._session).op(func, args, kwargs, results, consts, mesh, stream, loc)
+    return wrapped

@@ -1,0 +1,61 @@
+"""The tensor engine as the actor layer reaches it (``actor/tensor_engine.py``):
+the entry points proc meshes and actor meshes call, by module name, for
+everything that needs torch."""
+
+from __future__ import annotations
+
+from typing import Any, ContextManager, Dict, Optional, Sequence, Tuple, Union
+
+from . import api  # noqa: F401  (registers the tensor class results are made as)
+from . import tracing
+from .dispatch import activate as _activate
+from .movement import rank as _rank
+from .remote import CachedMeta, call_distributed
+from .remote_exec import META_PREFIX
+from .session import Session
+
+
+def start_session(shape: Sequence[Tuple[str, int]], *, backend: Optional[str],
+                  memory_cap: int, timeout_ms: int, tensor_worker: str,
+                  hosts: Optional[Dict[str, Any]]) -> Session:
+    """The tensor session of a new root proc mesh: its workers start now,
+    except while tracing (``monarch.trace``), where nothing runs."""
+    current = tracing.current()
+    standalone = current is not None and current.standalone
+    return Session(shape, backend=backend, memory_cap=memory_cap, timeout_ms=timeout_ms,
+                   workers=not standalone, tensor_worker=tensor_worker, hosts=hosts)
+
+
+def activate(mesh: Any) -> ContextManager[Any]:
+    return _activate(mesh)
+
+
+def rank(mesh: Any, dims: Union[str, Sequence[str]]) -> Any:
+    return _rank(mesh, dims)
+
+
+def rref(actor_mesh: Any, endpoint: str, prop: Any, args: Tuple[Any, ...],
+         kwargs: Dict[str, Any]) -> Any:
+    """The ``rref`` adverb: one ``call_actor`` instruction running ``endpoint``
+    of the actors beside the tensor workers on their ranks' local shards; the
+    results are distributed tensors shaped by ``@endpoint(propagate=...)``."""
+    propagate = prop._propagate
+    if propagate is None or (isinstance(propagate, str) and propagate != "cached"):
+        raise ValueError(f"rref of endpoint '{endpoint}' needs "
+                         "@endpoint(propagate=fn or 'cached'): fn gives the result shapes "
+                         "from fake inputs (the arguments without self)")
+    state = actor_mesh._state
+    name = actor_mesh._name
+    key = (name, endpoint)
+    cached = state.cached_meta.get(key)
+    if cached is None:
+        probe_endpoint = META_PREFIX + endpoint
+        cached = state.cached_meta[key] = CachedMeta(
+            lambda sink, a, results, pm, stream, loc: sink.call_actor(
+                name, probe_endpoint, a, results, pm, stream, loc))
+    return call_distributed(
+        f"endpoint {name}.{endpoint}", prop._fn, propagate, args, kwargs,
+        actor_mesh._proc_mesh,
+        lambda sink, a, results, pm, stream, loc: sink.call_actor(
+            name, endpoint, a, results, pm, stream, loc),
+        skip_self=True, probe=cached.meta)

@@ -1,0 +1,240 @@
+"""``monarch.remote``: a Python function run on every rank of a mesh.
+
+    @monarch.remote(propagate=lambda x, w: x @ w)
+    def matmul(x, w):
+        return x @ w
+
+    with mesh.activate():
+        y = matmul(x, w)          # a distributed tensor, one shard per rank
+
+The call becomes one ``call_function`` instruction naming the function
+(``python:<module>:<qualname>``); each worker runs it on its local shards
+(``remote_exec``). The controller never runs it for real: the result
+shapes come from ``propagate`` --
+
+* a callable: run on fake tensors (``FakeTensorMode``) with the arguments;
+* ``"cached"``: the first call runs the function once on the first rank of
+  the mesh and fetches its result metadata; later calls reuse it;
+* None (default): the function itself, run on fake tensors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+from ..common import pickling
+from ..common.errors import usage
+from ..common.location import user_location
+from . import remote_exec
+from .checks import check_use
+from .core import HAS_CUDA, TensorCore, device_of, fake_mode, new_dtensor
+from .dispatch import to_fake
+from .modes import active_mesh, local
+from .streams import get_active_stream
+from .tracing import sink_for
+
+Propagate = Union[None, str, Callable[..., Any]]
+
+
+class Remote:
+    """A function callable on distributed tensors (see module docstring)."""
+
+    def __init__(self, fn: Callable[..., Any], propagate: Propagate = None):
+        if not callable(fn):
+            raise TypeError(f"remote takes a function, got {fn!r}")
+        if isinstance(propagate, str) and propagate != "cached":
+            raise ValueError(f"propagate must be a callable, 'cached' or None, not {propagate!r}")
+        if propagate is not None and not isinstance(propagate, str) and not callable(propagate):
+            raise TypeError(f"propagate must be a callable, 'cached' or None, not {propagate!r}")
+        qualname = getattr(fn, "__qualname__", "") or getattr(fn, "__name__", "fn")
+        self._fn = fn
+        self._propagate = propagate
+        self._qualname = qualname
+        self._identity: Optional[Tuple[str, bytes]] = None
+        self._cached = CachedMeta(lambda sink, a, results, mesh, stream, loc: sink.call_function(
+            remote_exec.META_PREFIX + self.name[len(remote_exec.PREFIX):], a, results, mesh,
+            stream, loc, self.definition))
+        self.__name__ = getattr(fn, "__name__", "remote")
+        self.__qualname__ = qualname
+        self.__module__ = fn.__module__
+        self.__doc__ = fn.__doc__
+
+    @property
+    def _monarch_remote_fn(self) -> Callable[..., Any]:
+        return self._fn
+
+    def _identify(self) -> Tuple[str, bytes]:
+        """(name, by-value definition) as the workers find the function:
+        decided at the first call, when a decorated function is already its
+        module's attribute. An importable function goes by module and name;
+        one of the controller's __main__ or a local one by value (a
+        cloudpickle named by its digest: each worker unpickles it once)."""
+        if self._identity is None:
+            fn = self._fn
+            if pickling.by_reference(fn):
+                self._identity = (f"{remote_exec.PREFIX}{fn.__module__}:{self._qualname}", b"")
+            else:
+                definition = pickling.dumps_bytes(fn)
+                digest = hashlib.sha1(definition).hexdigest()[:20]
+                self._identity = (f"{remote_exec.PREFIX}@{digest}:{self._qualname}",
+                                  definition)
+        return self._identity
+
+    @property
+    def name(self) -> str:
+        return self._identify()[0]
+
+    @property
+    def definition(self) -> bytes:
+        return self._identify()[1]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return call_distributed(
+            f"remote function {self.__qualname__}", self._fn, self._propagate, args, kwargs,
+            None,
+            lambda sink, a, results, mesh, stream, loc: sink.call_function(
+                self.name, a, results, mesh, stream, loc, self.definition),
+            probe=self._cached.meta)
+
+
+Meta = Tuple[bool, List[Tuple[torch.dtype, Tuple[int, ...], torch.device]]]
+
+
+class CachedMeta:
+    """``propagate="cached"``: result metadata learned by running the function
+    once on the first rank of the mesh (``emit_probe`` issues a call that
+    returns the metadata as one int64 tensor, ``remote_exec.encode_meta``),
+    kept per argument shapes, dtypes and other values."""
+
+    def __init__(self, emit_probe: Callable[..., None]):
+        self._emit_probe = emit_probe
+        self._known: Dict[Any, Meta] = {}
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def meta(self, args: Tuple[Any, ...], mesh: Any, stream: Any, loc: str) -> Meta:
+        key = self._key(args)
+        hit = self._known.get(key)
+        if hit is None:
+            hit = self._probe(args, mesh, stream, loc)
+            self._known[key] = hit
+        return hit
+
+    @staticmethod
+    def _key(args: Tuple[Any, ...]) -> Any:
+        def key(x: Any) -> Any:
+            if isinstance(x, torch.Tensor):
+                return ("T", x.dtype, tuple(x.shape))
+            return ("V", repr(x))
+
+        return tuple(key(a) for a in tree_flatten(list(args))[0])
+
+    def _probe(self, args: Tuple[Any, ...], mesh: Any, stream: Any, loc: str) -> Meta:
+        probe_mesh = mesh.slice(**{name: 0 for name in mesh.names})
+        with fake_mode:
+            fake = torch.empty((0,), dtype=torch.int64)
+        probe = new_dtensor(fake, probe_mesh, stream)
+        session = mesh._session
+        self._emit_probe(session.eager, list(args), [probe], probe_mesh, stream, loc)
+        fut = session.fetch(probe._ref.id, probe_mesh._view, session.stream_id(stream.ir_name),
+                            loc)
+        encoded = fut.get().tolist()
+        del probe
+        single = encoded[0] == -1
+        count = 1 if single else encoded[0]
+        metas, i = [], 1
+        for _ in range(count):
+            dtype = remote_exec.DTYPES[encoded[i]]
+            device = torch.device("cuda" if encoded[i + 1] == 1 else "cpu")
+            ndim = encoded[i + 2]
+            metas.append((dtype, tuple(encoded[i + 3:i + 3 + ndim]), device))
+            i += 3 + ndim
+        return single, metas
+
+
+def _fake_meta(what: str, fn: Callable[..., Any], args: Tuple[Any, ...],
+               dts: List[TensorCore]) -> Meta:
+    """Result metadata from running ``fn`` on fake tensors. A result on the
+    fakes' CPU while the inputs live on CUDA (a controller without a GPU,
+    where every fake is on the CPU) lives where the inputs do."""
+    try:
+        fake_args = tree_map(to_fake, list(args))
+        with fake_mode:
+            out = fn(*fake_args)
+    except (RuntimeError, ValueError, TypeError, IndexError) as e:
+        raise type(e)(f"propagate of {what}: {e}") from None
+    single, tensors = remote_exec.flatten(out, what)
+    inputs = next((device_of(t) for t in dts if device_of(t) != t.device), None)
+    metas = []
+    for t in tensors:
+        device = inputs if inputs is not None and t.device.type == "cpu" else t.device
+        metas.append((t.dtype, tuple(t.shape), device))
+    return single, metas
+
+
+def call_distributed(what: str, fn: Callable[..., Any], propagate: Propagate,
+                     args: Tuple[Any, ...], kwargs: Dict[str, Any], mesh: Any,
+                     emit: Callable[..., None], skip_self: bool = False,
+                     probe: Optional[Callable[..., Meta]] = None) -> Any:
+    """Issues one instruction running ``fn`` on every rank of ``mesh`` (None:
+    the active mesh, else the mesh of the distributed arguments) and returns
+    its results as distributed tensors. Shared by ``remote`` (call_function)
+    and the ``rref`` adverb (call_actor, ``skip_self``: ``fn`` is a method)."""
+    signature = inspect.signature(fn)
+    bound = signature.bind(None, *args, **kwargs) if skip_self else signature.bind(*args, **kwargs)
+    if bound.kwargs:
+        raise TypeError(f"{what}: keyword-only arguments {sorted(bound.kwargs)} cannot be "
+                        "sent; make them positional")
+    args = tuple(bound.args[1:] if skip_self else bound.args)
+    flat, _ = tree_flatten(list(args))
+    dts = [a for a in flat if isinstance(a, TensorCore)]
+    if mesh is None:
+        mesh = active_mesh()
+        if mesh is None:
+            if not dts:
+                return fn(*args)  # nothing distributed: an ordinary call
+            mesh = dts[0]._mesh
+    loc = user_location()
+    stream = get_active_stream()
+    for t in dts:
+        check_use(t, mesh, stream, what)
+    for a in flat:
+        if isinstance(a, torch.Tensor) and not isinstance(a, TensorCore) and a.dim() != 0:
+            raise usage("LOCAL_TENSOR",
+                        f"{what} mixes a local tensor (shape {tuple(a.shape)}) with the mesh "
+                        f"{mesh._describe()}; create it inside mesh.activate()")
+    sink = sink_for(mesh._session)
+    if not hasattr(sink, "call_function"):
+        raise NotImplementedError(f"{what}: runs eagerly only (not inside monarch.trace / "
+                                  "compile yet)")
+    # The frontend's own torch work (fake tensors, the simulated workers)
+    # must not be captured as mesh operations.
+    with local():
+        if propagate == "cached":
+            assert probe is not None
+            single, metas = probe(args, mesh, stream, loc)
+        else:
+            single, metas = _fake_meta(what, propagate if propagate is not None else fn, args,
+                                       dts)
+        results = []
+        for dtype, shape, device in metas:
+            fake_device = device if device.type != "cuda" or HAS_CUDA else torch.device("cpu")
+            with fake_mode:
+                fake = torch.empty(shape, dtype=dtype, device=fake_device)
+            results.append(new_dtensor(fake, mesh, stream,
+                                       device if device != fake_device else None))
+        emit(sink, list(args), results, mesh, stream, loc)
+    return results[0] if single else tuple(results)
+
+
+def remote(fn: Optional[Callable[..., Any]] = None, *, propagate: Propagate = None) -> Any:
+    """``remote(fn, propagate=...)`` or ``@remote(propagate=...)``."""
+    if fn is None:
+        return lambda f: Remote(f, propagate)
+    return Remote(fn, propagate)

@@ -1,0 +1,381 @@
+"""A root proc mesh's connection to its workers: ids, instructions, futures.
+
+One :class:`Session` per ``spawn_procs``. Eagerly, every captured operation
+becomes a plan ``Instruction`` on the session's instruction stream
+(``monarch._C.InstructionStream``: ops from cached templates, batching,
+deletes; frontend/csrc/InstructionStream.h), which sends batches to a
+backend (``backend/protocol.py``): the C++ controller and its worker
+processes, or the in-process simulation (``sim``, only when asked for).
+While tracing, a session without workers only hands out ids.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from ..backend import workers
+from ..backend.plan import plan
+from ..common.errors import RemoteException, SupervisionError
+from ..common.future import Future, Source
+from ..mesh.view import MeshView
+from .eager import EagerSink
+from .modes import local
+from .sim import SimBackend
+from .values import from_tensor_data
+
+DEFAULT_TIMEOUT_MS = 60000
+BACKENDS = ("c", "sim")
+
+
+def default_backend_kind() -> str:
+    """``$MONARCH_BACKEND``, else ``c``: the in-process simulation runs only
+    when asked for, never as a silent stand-in for missing workers."""
+    return os.environ.get("MONARCH_BACKEND", "") or "c"
+
+
+def backend_available(kind: str) -> bool:
+    return kind == "sim" or workers.available()
+
+
+class FetchSource(Source):
+    """A fetched shard: completed by the session's event loop."""
+
+    def __init__(self, session: "Session", location: str):
+        self._session = session
+        self._location = location
+        self.default_timeout = session.timeout_ms / 1000.0
+
+    def wait(self, future: Future[Any], timeout: Optional[float]) -> None:
+        self._session.wait_for(future, timeout)
+
+    def ready(self, future: Future[Any]) -> bool:
+        self._session.poll(0)
+        return future._complete
+
+    def timeout_error(self, timeout: Optional[float]) -> BaseException:
+        return TimeoutError(f"no reply from the workers within {timeout:.1f}s (fetch issued "
+                            f"at {self._location})")
+
+
+_HOST_WORKER_KEYS = ("python", "pythonpath")
+
+
+class HostWorkers(NamedTuple):
+    """The agents of a mesh across hosts and the Python they run workers with
+    ("": the controller's interpreter path)."""
+
+    capsule: Any
+    python: str
+    pythonpath: List[str]
+
+
+class Session:
+    """Ids and the instruction stream of one root mesh."""
+
+    def __init__(
+        self,
+        shape: Sequence[Tuple[str, int]],
+        backend: Optional[str] = None,
+        memory_cap: int = 0,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        workers: bool = True,
+        tensor_worker: str = "",
+        hosts: Optional[Dict[str, Any]] = None,
+    ):
+        self.tensor_worker = tensor_worker or os.environ.get("MONARCH_TENSOR_WORKER_KIND",
+                                                             "native")
+        if self.tensor_worker not in ("native", "python"):
+            raise ValueError(f"tensor_worker must be 'native' or 'python', not "
+                             f"{self.tensor_worker!r}")
+        self.root_view = MeshView.root(shape)
+        self.shape = list(shape)
+        self.mesh_ids: Dict[MeshView, int] = {self.root_view: 0}
+        self.stream_ids: Dict[str, int] = {"": 0}
+        self._next_ref = 1
+        self._next_mesh = 1
+        self._next_stream = 1
+        self._next_borrow = 1
+        self._futures: Dict[int, Future[Any]] = {}
+        #: The instruction stream (None: no workers, nothing is sent).
+        self.stream: Any = None
+        #: Per stream: {(code object, line): location id}.
+        self.locations: Dict[Any, int] = {}
+        #: Per stream: {dispatch.Entry: template id}.
+        self.templates: Dict[Any, int] = {}
+        self.failures: List[Any] = []
+        self.dead: Optional[SupervisionError] = None
+        self.backend_kind = backend or default_backend_kind()
+        if self.backend_kind not in BACKENDS:
+            raise ValueError(f"unknown backend {self.backend_kind!r} (use 'c' or 'sim')")
+        self.memory_cap = memory_cap
+        self.timeout_ms = timeout_ms
+        # Multi-host (docs/multi-host.md): where the host agents are; the
+        # shape's first dim is the hosts. "python"/"pythonpath" say how the
+        # agents start Python actor workers (host_workers).
+        self.hosts = {k: v for k, v in hosts.items() if k not in _HOST_WORKER_KEYS} \
+            if hosts else None
+        self._host_python = (hosts or {}).get("python") or os.environ.get(
+            "MONARCH_HOST_PYTHON", "")
+        self._host_pythonpath = list((hosts or {}).get("pythonpath") or ())
+        self._backend: Any = None
+        self.eager = EagerSink(self)
+        if workers:
+            self.start_backend()
+
+    # -- backend ---------------------------------------------------------------
+    def start_backend(self, program: Any = None) -> None:
+        """Starts the workers and declares the root (or a whole program's
+        meshes and streams)."""
+        if self.backend_kind == "c":
+            self._backend = workers.start(self.shape, memory_cap=self.memory_cap,
+                                          timeout_ms=self.timeout_ms,
+                                          tensor_worker=self.tensor_worker, hosts=self.hosts)
+            self.stream = workers.c_module().InstructionStream(self._backend)
+        else:
+            if self.hosts:
+                raise ValueError("a mesh across hosts needs the 'c' backend, not 'sim'")
+            _C = workers.c_module()
+            if _C is None:  # the instruction stream is C++ for every backend
+                raise ImportError(workers.missing_message())
+            self._backend = SimBackend(self.shape, memory_cap=self.memory_cap)
+            # One instruction a batch: the simulation runs each at once.
+            self.stream = _C.InstructionStream(self._backend, max_batch=1, max_delay_us=0)
+        if program is None:
+            program = plan.Program(magic=0x4D4F4E50, version=1)
+            for name, size in self.shape:
+                program.root.add(name=name, size=size)
+        else:
+            decl = plan.Program()
+            decl.CopyFrom(program)
+            del decl.instructions[:]
+            program = decl
+        self._backend.declare(program.SerializeToString())
+
+    @property
+    def backend(self) -> Any:
+        return self._backend
+
+    @property
+    def issued(self) -> int:
+        """Instructions issued so far (tests check that misuse sends none)."""
+        return self.stream.issued if self.stream is not None else 0
+
+    @property
+    def has_workers(self) -> bool:
+        return self._backend is not None
+
+    def stop(self) -> None:
+        if self._backend is not None:
+            try:
+                if self.stream is not None:
+                    stream, self.stream = self.stream, None
+                    try:
+                        stream.close()  # what is pending still goes out
+                    except RuntimeError:
+                        pass  # the workers are gone: nothing to deliver to
+                self._backend.stop()
+            finally:
+                self._backend = None
+
+    def __del__(self) -> None:
+        try:
+            self.stop()
+        except Exception:
+            pass
+
+    # -- what the actor layer asks (backend/protocol.CapsuleSource) --------------
+    def actor_procs_capsule(self) -> Any:
+        """The workers' proc mesh when actors live beside the executors (Python
+        tensor workers: rref), else None."""
+        if self.backend_kind == "c" and self.tensor_worker == "python" and self.has_workers:
+            return self._backend.procs_capsule()
+        return None
+
+    def host_workers(self) -> Optional[HostWorkers]:
+        """How the host agents of this mesh start Python actor workers (None
+        on one host)."""
+        if self._backend is None or not self.hosts:
+            return None
+        capsule = self._backend.host_mesh_capsule()
+        if capsule is None:  # pragma: no cover - hosts always attach one
+            raise RuntimeError("the controller holds no host mesh")
+        return HostWorkers(capsule, self._host_python, self._host_pythonpath)
+
+    # -- ids -------------------------------------------------------------------
+    def new_ref(self) -> int:
+        r = self._next_ref
+        self._next_ref += 1
+        return r
+
+    def location_id(self, code: Any, line: int) -> int:
+        """The stream's id of a source location (interned once per line)."""
+        key = (code, line)
+        lid = self.locations.get(key)
+        if lid is None:
+            text = f"{code.co_filename}:{line}" if code is not None else ""
+            lid = self.locations[key] = self.stream.location(text)
+        return lid
+
+    def new_borrow(self) -> int:
+        b = self._next_borrow
+        self._next_borrow += 1
+        return b
+
+    def mesh_id(self, view: MeshView) -> int:
+        mid = self.mesh_ids.get(view)
+        if mid is None:
+            mid = self._next_mesh
+            self._next_mesh += 1
+            self.mesh_ids[view] = mid
+            inst = self.instruction(0, 0, "")
+            m = inst.create_mesh.mesh
+            m.id = mid
+            m.offset = view.offset
+            for d in view.dims:
+                m.dims.add(name=d.name, size=d.size, stride=d.stride)
+            self.send(inst)
+        return mid
+
+    def mesh_id_of(self, mesh: Any) -> int:
+        """``mesh_id`` of a ProcMesh view, remembered on the view."""
+        mid = mesh.__dict__.get("_tensor_mesh_id")
+        if mid is None:
+            mid = mesh.__dict__["_tensor_mesh_id"] = self.mesh_id(mesh._view)
+        return mid
+
+    def stream_id(self, name: str) -> int:
+        sid = self.stream_ids.get(name)
+        if sid is None:
+            sid = self._next_stream
+            self._next_stream += 1
+            self.stream_ids[name] = sid
+            inst = self.instruction(0, 0, "")
+            inst.create_stream.stream.id = sid
+            inst.create_stream.stream.name = name
+            self.send(inst)
+        return sid
+
+    @staticmethod
+    def instruction(mesh_id: int, stream_id: int, location: str) -> "plan.Instruction":
+        """An instruction to fill in and ``send``; the stream assigns its id."""
+        return plan.Instruction(mesh=mesh_id, stream=stream_id, location=location)
+
+    # -- sending ---------------------------------------------------------------
+    def queue_delete(self, ref: int, mesh_id: int, stream_id: int) -> None:
+        """The ref's last handle went away (a finalizer): the stream sends a
+        DeleteRefs after the instructions already issued."""
+        stream = self.stream
+        if stream is not None:
+            stream.delete_ref(ref, mesh_id, stream_id)
+
+    def unreachable(self, error: RuntimeError) -> SupervisionError:
+        """The stream could not send: the dead worker if the controller has
+        said which one, else that the workers cannot be reached."""
+        try:
+            while self.dead is None and self.poll(0):
+                pass
+        except Exception:
+            pass
+        if self.dead is None:
+            self.dead = SupervisionError.worker_died(-1, str(error))
+        return self.dead
+
+    def send(self, inst: "plan.Instruction") -> int:
+        """Issues one instruction (any kind); returns its id (0 when nothing
+        runs: a session without workers)."""
+        if self.stream is None:
+            return 0
+        if self.dead is not None:
+            raise self.dead
+        try:
+            return self.stream.raw(inst.SerializeToString())
+        except RuntimeError as e:
+            raise self.unreachable(e) from None
+
+    def op(self, template: int, mesh_id: int, stream_id: int, location: int,
+           inputs: Tuple[int, ...], results: Tuple[int, ...]) -> int:
+        """Issues an op from a template of this session's stream."""
+        if self.dead is not None:
+            raise self.dead
+        try:
+            return self.stream.op(template, mesh_id, stream_id, location, inputs, results)
+        except RuntimeError as e:
+            raise self.unreachable(e) from None
+
+    def flush(self) -> None:
+        if self.stream is not None and self.dead is None:
+            try:
+                self.stream.flush()
+            except RuntimeError as e:
+                raise self.unreachable(e) from None
+
+    def fetch(self, ref: int, view: MeshView, stream_id: int, location: str) -> Future[Any]:
+        mid = self.mesh_id(view)
+        inst = self.instruction(mid, stream_id, location)
+        inst.fetch.ref = ref
+        fut: Future[Any] = Future(FetchSource(self, location))
+        fut.source_device = ""  # type: ignore[attr-defined]
+        iid = self.send(inst)
+        self._futures[iid] = fut
+        self.flush()  # a fetch goes out now: someone waits for it
+        return fut
+
+    # -- events ----------------------------------------------------------------
+    def _handle(self, event: Any) -> None:
+        if event[0] == "proc_failure":
+            _, rank, message = event
+            self.dead = SupervisionError.worker_died(rank, message)
+            for fut in self._futures.values():
+                if not fut._complete:
+                    fut._set(error=self.dead)
+            self._futures.clear()
+            return
+        ev = plan.WorkerEvent()
+        ev.ParseFromString(event[1])
+        kind = ev.WhichOneof("kind")
+        if kind == "fetch":
+            reply = ev.fetch
+            fut = self._futures.pop(reply.instruction, None)
+            if fut is None:
+                return
+            if reply.WhichOneof("result") == "value":
+                #: Where the value lived on the worker ("cpu", "cuda:0"); the
+                #: value itself is always on the controller's CPU.
+                fut.source_device = reply.source_device  # type: ignore[attr-defined]
+                with local():  # a get() inside mesh.activate() decodes locally
+                    value = from_tensor_data(reply.value)
+                fut._set(value)
+            else:
+                e = reply.error
+                fut._set(error=RemoteException(e.rank, e.message, e.location, e.instruction))
+        elif kind == "failure":
+            self.failures.append(ev.failure)
+
+    def poll(self, timeout_ms: int) -> bool:
+        if self._backend is None:
+            return False
+        event = self._backend.next_event(timeout_ms)
+        if event is None:
+            return False
+        self._handle(event)
+        return True
+
+    def wait_for(self, fut: Future[Any], timeout: Optional[float]) -> None:
+        """Handles events until ``fut`` is complete or ``timeout`` seconds
+        (None: the session's timeout) passed."""
+        limit = self.timeout_ms / 1000.0 if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        try:
+            self.flush()
+        except SupervisionError:
+            pass  # reported below through self.dead
+        while not fut._complete:
+            if self.dead is not None:
+                fut._set(error=self.dead)
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self.poll(int(min(left, 1.0) * 1000) + 1)
