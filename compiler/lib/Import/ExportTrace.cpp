@@ -164,7 +164,8 @@ void exportOrigins(func::FuncOp func, plan::TracedProgram &trace) {
   });
 }
 
-struct EmitTracePass : public monarch::impl::MonarchEmitTraceBase<EmitTracePass> {
+struct EmitTracePass
+    : public monarch::impl::MonarchEmitTraceBase<EmitTracePass> {
   using MonarchEmitTraceBase::MonarchEmitTraceBase;
 
   void runOnOperation() override {
@@ -177,10 +178,10 @@ struct EmitTracePass : public monarch::impl::MonarchEmitTraceBase<EmitTracePass>
     if (failed(trace))
       return signalPassFailure();
     std::string bytes;
-    bool written = format == "text"
-                       ? google::protobuf::TextFormat::PrintToString(*trace,
-                                                                     &bytes)
-                       : trace->SerializeToString(&bytes);
+    bool written =
+        format == "text"
+            ? google::protobuf::TextFormat::PrintToString(*trace, &bytes)
+            : trace->SerializeToString(&bytes);
     if (!written) {
       getOperation().emitError("--monarch-emit-trace: cannot serialize");
       return signalPassFailure();

@@ -205,8 +205,8 @@ mesh::Result<MeshView> applyOrigin(const plan::MeshOrigin &origin,
   case plan::MeshOrigin::kSplit: {
     mesh::SplitSpec spec;
     for (const plan::Split::Dim &d : origin.split().dims())
-      spec.dims.emplace_back(d.name(), std::vector<std::string>(
-                                           d.into().begin(), d.into().end()));
+      spec.dims.emplace_back(
+          d.name(), std::vector<std::string>(d.into().begin(), d.into().end()));
     for (const plan::Split::Size &s : origin.split().sizes())
       spec.sizes.emplace_back(s.name(), s.size());
     return parent.split(spec);
@@ -492,8 +492,7 @@ LogicalResult TraceImporter::declareRoot() {
     shape.emplace_back(d.name(), d.size());
   mesh::Result<MeshView> root = MeshView::root(shape);
   if (!root.ok())
-    return error(program) << "invalid root mesh: "
-                          << formatError(root.error());
+    return error(program) << "invalid root mesh: " << formatError(root.error());
   if (root->size() > MeshType::kMaxProcs)
     return error(program) << "the root mesh has " << root->size()
                           << " procs, more than " << MeshType::kMaxProcs;
@@ -534,9 +533,9 @@ LogicalResult TraceImporter::declareMesh(const plan::Mesh &m,
     overflow |= llvm::AddOverflow(last, span, last);
   }
   if (overflow || last >= rootSize)
-    return error(where) << "mesh " << m.id() << " ["
-                        << view->layoutString() << "] reaches past the "
-                        << rootSize << " procs of the root mesh";
+    return error(where) << "mesh " << m.id() << " [" << view->layoutString()
+                        << "] reaches past the " << rootSize
+                        << " procs of the root mesh";
   MeshInfo info = makeMeshInfo(view.value());
   info.decl = &where;
   meshes.emplace(m.id(), std::move(info));
@@ -586,7 +585,8 @@ LogicalResult TraceImporter::checkOrigins() {
     auto parent = meshes.find(o.parent());
     if (parent == meshes.end())
       return error(o) << "mesh " << o.mesh() << " is derived from mesh "
-                      << o.parent() << ", which is neither declared nor derived";
+                      << o.parent()
+                      << ", which is neither declared nor derived";
     mesh::Result<MeshView> derived = applyOrigin(o, parent->second.view);
     if (!derived.ok())
       return error(o) << "mesh " << o.mesh() << " is derived from mesh "
@@ -653,8 +653,8 @@ LogicalResult TraceImporter::collectRefTypes() {
 
 LogicalResult TraceImporter::collectSchemas() {
   for (const plan::OpSchema &s : trace.schemas()) {
-    std::string key = s.name() + (s.overload().empty() ? "" : ".") +
-                      s.overload();
+    std::string key =
+        s.name() + (s.overload().empty() ? "" : ".") + s.overload();
     if (!schemas.try_emplace(key, &s).second)
       return error(s) << "two schemas for '" << key << "'";
     llvm::StringSet<> names;
@@ -693,7 +693,7 @@ Value TraceImporter::buildDerived(const MeshInfo &m, Value parent,
     for (const std::string &n : o->rename().to())
       to.push_back(b.getStringAttr(n));
     return RenameOp::create(b, loc, m.type, parent, b.getArrayAttr(from),
-                              b.getArrayAttr(to));
+                            b.getArrayAttr(to));
   }
   case plan::MeshOrigin::kSplit: {
     SmallVector<Attribute> from, to, sizeNames;
@@ -710,8 +710,8 @@ Value TraceImporter::buildDerived(const MeshInfo &m, Value parent,
       sizeValues.push_back(s.size());
     }
     return SplitOp::create(b, loc, m.type, parent, b.getArrayAttr(from),
-                             b.getArrayAttr(to), b.getArrayAttr(sizeNames),
-                             sizeValues);
+                           b.getArrayAttr(to), b.getArrayAttr(sizeNames),
+                           sizeValues);
   }
   case plan::MeshOrigin::kSlice: {
     SliceSpec spec;
@@ -728,13 +728,11 @@ Value TraceImporter::buildDerived(const MeshInfo &m, Value parent,
       spec.stops.push_back(r.has_stop() ? r.stop() : SliceOp::kNone);
       spec.steps.push_back(r.has_step() ? r.step() : 1);
     }
-    return SliceOp::create(b, loc, m.type, parent,
-                             b.getArrayAttr(spec.dims), spec.starts,
-                             spec.stops, spec.steps);
+    return SliceOp::create(b, loc, m.type, parent, b.getArrayAttr(spec.dims),
+                           spec.starts, spec.stops, spec.steps);
   }
   case plan::MeshOrigin::kFlatten:
-    return FlattenOp::create(b, loc, m.type, parent,
-                               o->flatten().name());
+    return FlattenOp::create(b, loc, m.type, parent, o->flatten().name());
   default:
     return {}; // refused up front (applyOrigin)
   }
@@ -799,11 +797,10 @@ FailureOr<Value> TraceImporter::streamValue(int64_t id,
   if (failed(s))
     return failure();
   if (!(*s)->value)
-    (*s)->value =
-        StreamCreateOp::create(
-            b, opLoc(inst),
-            StreamType::get(&context, b.getStringAttr((*s)->name)))
-            .getResult();
+    (*s)->value = StreamCreateOp::create(
+                      b, opLoc(inst),
+                      StreamType::get(&context, b.getStringAttr((*s)->name)))
+                      .getResult();
   return (*s)->value;
 }
 
@@ -842,8 +839,8 @@ TraceImporter::newRefType(int64_t ref, const plan::Instruction &inst,
     return error(inst) << "defines ref " << ref
                        << ", which has no type in TracedProgram.refs";
   }
-  FailureOr<RankedTensorType> type =
-      localType(it->second->meta(), inst, "the type of ref " + std::to_string(ref));
+  FailureOr<RankedTensorType> type = localType(
+      it->second->meta(), inst, "the type of ref " + std::to_string(ref));
   if (failed(type))
     return failure();
   if (fallback && *type != fallback)
@@ -857,9 +854,8 @@ LogicalResult TraceImporter::checkNewRef(int64_t ref,
   if (ref < 0)
     return error(inst) << "defines ref " << ref << " (refs are >= 0)";
   if (auto it = refs.find(ref); it != refs.end())
-    return error(inst) << "defines ref " << ref
-                       << ", which instruction " << it->second.definedBy->id()
-                       << " already defines";
+    return error(inst) << "defines ref " << ref << ", which instruction "
+                       << it->second.definedBy->id() << " already defines";
   return success();
 }
 
@@ -1058,7 +1054,8 @@ LogicalResult TraceImporter::importValue(const plan::Value &v,
     }
     // A list of numbers: the dense arrays the old tracer wrote.
     auto isInt = [](const plan::Value &i) {
-      return i.has_int_value() || (i.has_scalar() && i.scalar().has_int_value());
+      return i.has_int_value() ||
+             (i.has_scalar() && i.scalar().has_int_value());
     };
     auto isFloat = [](const plan::Value &i) {
       return i.has_float_value() ||
@@ -1131,8 +1128,7 @@ LogicalResult TraceImporter::importValue(const plan::Value &v,
   case plan::Value::kDtype: {
     std::optional<DType> d = dialectDType(v.dtype());
     if (!d)
-      return error(inst) << what << " is dtype "
-                         << plan::DType_Name(v.dtype());
+      return error(inst) << what << " is dtype " << plan::DType_Name(v.dtype());
     args.attrs.push_back(DTypeAttr::get(&context, *d));
     return success();
   }
@@ -1216,12 +1212,12 @@ LogicalResult TraceImporter::importArgs(const plan::Instruction &inst,
 
 LogicalResult TraceImporter::importCall(const plan::Instruction &inst,
                                         bool isAten) {
-  const auto &argValues = isAten ? inst.call_op().args()
-                                 : inst.call_function().args();
-  const auto &results = isAten ? inst.call_op().results()
-                               : inst.call_function().results();
-  std::string name = isAten ? inst.call_op().name()
-                            : inst.call_function().name();
+  const auto &argValues =
+      isAten ? inst.call_op().args() : inst.call_function().args();
+  const auto &results =
+      isAten ? inst.call_op().results() : inst.call_function().results();
+  std::string name =
+      isAten ? inst.call_op().name() : inst.call_function().name();
   if (isAten && !inst.call_op().overload().empty())
     name += "." + inst.call_op().overload();
 
@@ -1269,10 +1265,9 @@ LogicalResult TraceImporter::importCall(const plan::Instruction &inst,
     if (isAten && inst.call_op().kwargs_size()) {
       InFlightDiagnostic diag = error(inst);
       diag << "passes keyword arguments (";
-      llvm::interleaveComma(inst.call_op().kwargs(), diag,
-                            [&](const plan::NamedValue &kw) {
-                              diag << kw.name();
-                            });
+      llvm::interleaveComma(
+          inst.call_op().kwargs(), diag,
+          [&](const plan::NamedValue &kw) { diag << kw.name(); });
       return diag << ") to '" << name
                   << "' but the trace has no schema for it "
                      "(TracedProgram.schemas): monarch.aten holds every "
@@ -1336,7 +1331,8 @@ LogicalResult TraceImporter::importRank(const plan::Instruction &inst) {
   const plan::RankTensor &rank = inst.rank_tensor();
   FailureOr<Value> mesh = meshValue(inst.mesh(), inst);
   FailureOr<StreamInfo *> stream = streamInfo(inst.stream(), inst);
-  if (failed(mesh) || failed(stream) || failed(checkNewRef(rank.result(), inst)))
+  if (failed(mesh) || failed(stream) ||
+      failed(checkNewRef(rank.result(), inst)))
     return failure();
   const MeshInfo &m = meshes.at(inst.mesh());
   // No dims: every dim of the mesh (the plan's meaning), which the dialect
@@ -1434,9 +1430,9 @@ LogicalResult TraceImporter::importReduce(const plan::Instruction &inst) {
   SmallVector<Attribute> dims;
   for (const std::string &d : r.dims())
     dims.push_back(b.getStringAttr(d));
-  auto op = ReduceOp::create(b, opLoc(inst), resultType, *input,
-                             b.getArrayAttr(dims), *kind, r.scatter(),
-                             r.in_place(), out);
+  auto op =
+      ReduceOp::create(b, opLoc(inst), resultType, *input, b.getArrayAttr(dims),
+                       *kind, r.scatter(), r.in_place(), out);
   if (failed(verifyNew(op, inst)))
     return failure();
   if (defines)
@@ -1486,9 +1482,8 @@ LogicalResult TraceImporter::importSend(const plan::Instruction &inst) {
   FailureOr<Value> dest = meshValue(s.dest_mesh(), inst);
   if (failed(local) || failed(dest))
     return failure();
-  auto op = ToMeshOp::create(b, opLoc(inst),
-                             tensorType(*local, **destInfo, **stream), from,
-                             *dest);
+  auto op = ToMeshOp::create(
+      b, opLoc(inst), tensorType(*local, **destInfo, **stream), from, *dest);
   if (failed(verifyNew(op, inst)))
     return failure();
   define(s.result(), op.getResult(), inst);
@@ -1525,7 +1520,7 @@ LogicalResult TraceImporter::importBorrow(const plan::Instruction &inst) {
 }
 
 LogicalResult TraceImporter::importBorrowEvent(const plan::Instruction &inst) {
-  int64_t id = inst.has_borrow_first_use() ? inst.borrow_first_use().borrow()
+  int64_t id = inst.has_borrow_first_use()  ? inst.borrow_first_use().borrow()
                : inst.has_borrow_last_use() ? inst.borrow_last_use().borrow()
                                             : inst.borrow_drop().borrow();
   auto it = borrows.find(id);
@@ -1585,8 +1580,8 @@ LogicalResult TraceImporter::importInstruction(const plan::Instruction &inst) {
   case plan::Instruction::kCreateStream: {
     StreamInfo &s = streams.at(inst.create_stream().stream().id());
     s.declared = true;
-    return success(succeeded(streamValue(inst.create_stream().stream().id(),
-                                         inst)));
+    return success(
+        succeeded(streamValue(inst.create_stream().stream().id(), inst)));
   }
   case plan::Instruction::kCallOp:
     return importCall(inst, /*isAten=*/true);

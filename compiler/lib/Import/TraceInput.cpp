@@ -77,8 +77,7 @@ void collectPositions(const pb::Message &message,
       pb::TextFormat::ParseLocation at = tree->GetLocation(field, index);
       if (at.line >= 0)
         positions[&nested] = {at.line, at.column};
-      collectPositions(nested, tree->GetTreeForNested(field, index),
-                       positions);
+      collectPositions(nested, tree->GetTreeForNested(field, index), positions);
     };
     if (field->is_repeated()) {
       for (int i = 0, e = reflection->FieldSize(message, field); i < e; ++i)
@@ -91,9 +90,9 @@ void collectPositions(const pb::Message &message,
 
 } // namespace
 
-OwningOpRef<ModuleOp> monarch::importTraceBuffer(const llvm::MemoryBuffer &buffer,
-                                                 TraceFormat format,
-                                                 MLIRContext &context) {
+OwningOpRef<ModuleOp>
+monarch::importTraceBuffer(const llvm::MemoryBuffer &buffer, TraceFormat format,
+                           MLIRContext &context) {
   StringRef file = buffer.getBufferIdentifier();
   StringRef bytes = buffer.getBuffer();
   plan::TracedProgram trace;

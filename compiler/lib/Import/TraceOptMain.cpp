@@ -106,16 +106,16 @@ LogicalResult monarch::traceOptMain(int argc, char **argv, StringRef toolName,
     result = MlirOptMain(output->os(), std::move(input), registry, config);
   } else {
     // Only text splits: a binary trace is one program whatever its bytes.
-    StringRef marker =
-        format == TraceFormat::Text ? std::as_const(config).inputSplitMarker() : "";
+    StringRef marker = format == TraceFormat::Text
+                           ? std::as_const(config).inputSplitMarker()
+                           : "";
     auto process = [&](std::unique_ptr<llvm::MemoryBuffer> chunk,
                        raw_ostream &os) {
       return processTrace(std::move(chunk), format, os, registry, config);
     };
-    result = splitAndProcessBuffer(std::move(input),
-                                   NoSourceChunkBufferHandler(process),
-                                   output->os(), marker,
-                                   std::as_const(config).outputSplitMarker());
+    result = splitAndProcessBuffer(
+        std::move(input), NoSourceChunkBufferHandler(process), output->os(),
+        marker, std::as_const(config).outputSplitMarker());
   }
   if (failed(result))
     return failure();

@@ -5,8 +5,8 @@
 // order, plus the value types and mesh derivations a plan does not carry --
 // into the monarch dialect:
 //
-//   mlir::OwningOpRef<mlir::ModuleOp> module = monarch::importTrace(trace, ctx);
-//   if (!module) return failure();   // the diagnostics say why
+//   mlir::OwningOpRef<mlir::ModuleOp> module = monarch::importTrace(trace,
+//   ctx); if (!module) return failure();   // the diagnostics say why
 //
 // gives `module { func.func @<entry>() { ... return } }`, built with the
 // dialect's own builders and checked by its verifiers. This replaces the
@@ -42,7 +42,8 @@ struct TraceImportOptions {
   /// the trace; nullopt when not known. Text traces give their line and
   /// column (TraceInput.h). Diagnostics about an instruction fall back to its
   /// source location (Instruction.location), others to an unknown location.
-  std::function<std::optional<mlir::Location>(const google::protobuf::Message &)>
+  std::function<std::optional<mlir::Location>(
+      const google::protobuf::Message &)>
       locate;
 };
 

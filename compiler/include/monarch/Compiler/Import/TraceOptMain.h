@@ -1,4 +1,5 @@
-//===- TraceOptMain.h - mlir-opt that also reads traced programs -*- C++ -*-===//
+//===- TraceOptMain.h - mlir-opt that also reads traced programs -*- C++
+//-*-===//
 //
 // monarch-opt's main: MlirOptMain, except that a traced program (`*.trace`,
 // `*.trace.txt`, or binary TracedProgram bytes on stdin; TraceInput.h) is
