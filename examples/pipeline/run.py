@@ -54,9 +54,16 @@ def find_tool(name: str, env: str) -> str:
 # -- trace, compile, run ------------------------------------------------------------------
 
 def trace_job(cfg: model.Config) -> str:
+    """The job's IR (tests and benches that want the text)."""
+    return record_job(cfg).to_mlir()
+
+
+def record_job(cfg: model.Config) -> Any:
+    """The job traced once: a monarch.Trace (its ``traced`` bytes are what
+    monarch-opt compiles; ``to_mlir()`` prints them as IR)."""
     import monarch
 
-    return monarch.trace(model.program, cfg).to_mlir()
+    return monarch.trace(model.program, cfg)
 
 
 def compile_job(mlir_path: str, plan_path: str, opt: str, pass_schedule: str = "none",
@@ -411,19 +418,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     cfg = config_from_args(a)
     os.makedirs(a.out, exist_ok=True)
     mlir = os.path.join(a.out, "job.mlir")
+    recorded = os.path.join(a.out, "job.trace")
     plan = os.path.join(a.out, "job.plan")
     trace = os.path.join(a.out, "job.trace.json")
 
     opt = find_tool("monarch-opt", "MONARCH_OPT")
     cfg = partition_job(cfg, opt, a.cost_profile)
     t0 = time.monotonic()
-    text = trace_job(cfg)
+    tr = record_job(cfg)
+    with open(recorded, "wb") as f:
+        f.write(tr.traced)
+    t1 = time.monotonic()
+    compile_job(recorded, plan, opt, a.pass_schedule, a.pipeline_options)
+    t2 = time.monotonic()
+    text = tr.to_mlir()  # the IR, for reading (monarch-opt compiled job.trace itself)
     with open(mlir, "w") as f:
         f.write(text)
-    t1 = time.monotonic()
-    compile_job(mlir, plan, opt, a.pass_schedule, a.pipeline_options)
-    t2 = time.monotonic()
-    n_ops = sum(1 for line in text.splitlines() if "monarch." in line)
+    n_ops = sum(1 for line in text.splitlines() if line.lstrip().startswith("%") or
+                line.lstrip().startswith("monarch."))
     sizes = [len(r) for r in cfg.stage_layers()]
     blocks = (f"{sizes[0]} blocks/stage" if len(set(sizes)) == 1 and not cfg.widths
               else "blocks per stage " + "/".join(map(str, sizes)))
@@ -433,7 +445,8 @@ def main(argv: Optional[List[str]] = None) -> int:
           f"{cfg.batch // cfg.microbatches} rows, {cfg.optimizer}, {cfg.steps} steps, "
           f"schedule {cfg.schedule}" + (f" + pass {a.pass_schedule}" if a.pass_schedule != "none"
                                          else ""))
-    print(f"traced {n_ops} ops in {t1 - t0:.2f} s -> {mlir}; compiled in {t2 - t1:.2f} s -> {plan}")
+    print(f"traced {n_ops} ops in {t1 - t0:.2f} s -> {recorded} (IR: {mlir}); compiled in "
+          f"{t2 - t1:.2f} s -> {plan}")
     if a.no_run:
         return 0
     runner = find_tool("monarch-run", "MONARCH_RUN")

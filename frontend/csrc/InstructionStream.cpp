@@ -192,6 +192,9 @@ Expected<int64_t> InstructionStream::op(int64_t templateId, int64_t mesh,
       call->set_results(j, results[j]);
     if (recording() && !t.resultTypes.empty())
       for (size_t j = 0; j < results.size(); ++j) {
+        // An in-place op's result is its input: typed once, when defined.
+        if (!typedRefs.insert(results[j]).second)
+          continue;
         plan::RefType rt;
         rt.set_ref(results[j]);
         *rt.mutable_meta() = t.resultTypes[j];
@@ -232,7 +235,9 @@ InstructionStream::raw(const std::string &instruction,
     parsed.set_id(id);
     *inst = std::move(parsed);
     if (recording())
-      refTypes.insert(refTypes.end(), types.begin(), types.end());
+      for (const auto &rt : types)
+        if (typedRefs.insert(rt.ref()).second)
+          refTypes.push_back(rt);
     full = noteAppendedLocked();
   }
   if (full)
@@ -336,6 +341,11 @@ void InstructionStream::meshOrigin(const plan::MeshOrigin &origin) {
   origins.push_back(origin);
 }
 
+void InstructionStream::opSchema(const plan::OpSchema &schema) {
+  std::lock_guard<std::mutex> lock(mu);
+  schemas.push_back(schema);
+}
+
 plan::TracedProgram InstructionStream::traced(const std::string &entry) const {
   std::lock_guard<std::mutex> lock(mu);
   plan::TracedProgram out;
@@ -349,6 +359,8 @@ plan::TracedProgram InstructionStream::traced(const std::string &entry) const {
     *out.add_refs() = rt;
   for (const auto &o : origins)
     *out.add_mesh_origins() = o;
+  for (const auto &s : schemas)
+    *out.add_schemas() = s;
   return out;
 }
 

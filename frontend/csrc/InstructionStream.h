@@ -49,6 +49,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -107,6 +108,9 @@ public:
   /// The root mesh and streams the recorded program starts from.
   void declare(const plan::Program &program);
   void meshOrigin(const plan::MeshOrigin &origin);
+  /// The argument list of an ATen op the program calls (for the import to
+  /// place keyword arguments and fill in defaults).
+  void opSchema(const plan::OpSchema &schema);
   /// Everything recorded so far, as a TracedProgram named `entry`.
   plan::TracedProgram traced(const std::string &entry) const;
 
@@ -157,7 +161,9 @@ private:
   // Recording.
   plan::Program program;
   std::vector<plan::RefType> refTypes;
+  std::unordered_set<int64_t> typedRefs;
   std::vector<plan::MeshOrigin> origins;
+  std::vector<plan::OpSchema> schemas;
 };
 
 } // namespace monarch::frontend

@@ -20,6 +20,7 @@
 //   id = s.raw(instruction_bytes, [(ref, dtype, shape), ...])
 //   s.delete_ref(ref, mesh, stream); s.flush(); s.close()
 //   s.declare(program_bytes); s.mesh_origin(mesh, parent, kind, spec)
+//   s.op_schema(name, overload, [(arg, default Value bytes or None), ...])
 //   s.traced("main") -> TracedProgram bytes            (recording only)
 //
 //===----------------------------------------------------------------------===//
@@ -425,6 +426,22 @@ public:
     stream->meshOrigin(o);
   }
 
+  /// arguments: [(name, serialized plan.Value default or None)].
+  void opSchema(const std::string &name, const std::string &overload,
+                const std::vector<std::pair<std::string, py::object>> &arguments) {
+    plan::OpSchema schema;
+    schema.set_name(name);
+    schema.set_overload(overload);
+    for (const auto &[argName, def] : arguments) {
+      auto *a = schema.add_arguments();
+      a->set_name(argName);
+      if (!def.is_none() &&
+          !a->mutable_default_value()->ParseFromString(std::string(def.cast<py::bytes>())))
+        throw py::value_error("op_schema: a default is not a serialized plan.Value");
+    }
+    stream->opSchema(schema);
+  }
+
   py::bytes traced(const std::string &entry) {
     std::string out;
     stream->traced(entry).SerializeToString(&out);
@@ -479,6 +496,7 @@ PYBIND11_MODULE(_C, m) {
       .def("close", &PyStream::close)
       .def("declare", &PyStream::declare)
       .def("mesh_origin", &PyStream::meshOrigin)
+      .def("op_schema", &PyStream::opSchema)
       .def("traced", &PyStream::traced, py::arg("entry") = "main")
       .def_property_readonly("issued", &PyStream::issued)
       .def_property_readonly("recording", &PyStream::recording);

@@ -22,7 +22,7 @@ from torch.utils._pytree import tree_map
 from ..common.errors import usage
 from ..common.location import user_location
 from .checks import check_mutate, check_no_grad, check_use
-from .core import TensorCore, fake_mode, intended_device, new_dtensor
+from .core import TensorCore, contiguous, result_of
 from .modes import internal
 from .streams import get_active_stream
 from .tracing import sink_for
@@ -118,9 +118,9 @@ def reduce_tensor(
             )
         result = out
     else:
-        with fake_mode:
-            fake = torch.empty(new_shape, dtype=t.dtype, device=t._fake.device)
-        result = new_dtensor(fake, mesh, stream, intended_device(t))
+        spec = t._spec
+        result = result_of(contiguous(tuple(new_shape), t.dtype, spec.fake_device, spec.device),
+                           mesh, stream)
     sink_for(mesh._session).reduce(t, result, given, reduction, scatter, inplace, out, stream, loc)
     return result
 

@@ -218,6 +218,16 @@ def new_dtensor(fake: torch.Tensor, mesh: Any, stream: "Stream",
                        Ref(mesh._session, mesh, stream), fake)
 
 
+def contiguous(shape: Tuple[int, ...], dtype: torch.dtype, fake_device: torch.device,
+               device: Optional[torch.device] = None) -> Spec:
+    """The spec of a new contiguous tensor (results of collectives, moves)."""
+    stride, acc = [], 1
+    for n in reversed(shape):
+        stride.append(acc)
+        acc *= max(n, 1)
+    return Spec.get(tuple(shape), tuple(reversed(stride)), 0, dtype, fake_device, device)
+
+
 def result_of(spec: Spec, mesh: Any, stream: "Stream") -> TensorCore:
     """A new result from a cached spec (no fake tensor)."""
     return make_tensor(_tensor_class, spec, mesh, Ref(mesh._session, mesh, stream))

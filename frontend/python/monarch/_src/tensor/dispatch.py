@@ -323,7 +323,9 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
         if not dts:
             return func(*args, **kwargs)
         mesh = dts[0]._mesh
-    if info.lift or sig is None or tracing.current() is not None:
+    if tracing._current is not None:
+        tracing.check_recorded(mesh._session)
+    if info.lift or sig is None:
         return _dispatch_slow(func, info, args, kwargs, mesh)
     key = (info, sig, torch.get_default_dtype(), devices.device_override)
     entry = _cache.get(key)
@@ -375,8 +377,11 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
     if out_stream is not None:
         template = session.templates.get(entry)
         if template is None:
+            recording = session.recording is not None
             template = session.templates[entry] = out_stream.define_op(
-                entry.call_op, entry.result_types if out_stream.recording else [])
+                entry.call_op, entry.result_types if recording else [])
+            if recording:
+                session.note_schema(func)
         code, line = user_frame()
         loc = session.locations.get((code, line))
         if loc is None:

@@ -1,4 +1,7 @@
-"""Eager execution: each captured operation becomes one plan Instruction."""
+"""Eager execution: each captured operation becomes one plan Instruction on
+the session's stream (ops the dispatch cache knows go as templates:
+dispatch.py; everything else is built here). While tracing the stream
+records them, with the local types of the refs they define."""
 
 from __future__ import annotations
 
@@ -23,12 +26,17 @@ def tensor_meta(t: Any) -> "plan.TensorMeta":
     return plan.TensorMeta(dtype=DTYPE_TO_PLAN[t.dtype], shape=list(t.shape))
 
 
+def types_of(results: Sequence[Any]) -> List[Tuple[int, int, List[int]]]:
+    """(ref, dtype code, shape) of results: what a traced program records."""
+    return [(r._ref.id, int(DTYPE_TO_PLAN[r.dtype]), list(r.shape)) for r in results]
+
+
 class EagerSink:
     def __init__(self, session: Any):
         self.s = session
 
     def _ids(self, mesh: Any, stream: Any) -> Tuple[int, int]:
-        return self.s.mesh_id(mesh._view), self.s.stream_id(stream.ir_name)
+        return self.s.mesh_id_of(mesh), self.s.stream_id(stream.ir_name)
 
     def op(self, func: Any, args: Tuple, kwargs: Dict[str, Any], results: List[Any],
            consts: Dict[int, torch.Tensor], mesh: Any, stream: Any, loc: str) -> None:
@@ -54,7 +62,8 @@ class EagerSink:
             nv = call.kwargs.add(name=k)
             nv.value.CopyFrom(conv(v, str(by_name[k].type) if k in by_name else ""))
         call.results.extend(r._ref.id for r in results)
-        self.s.send(inst)
+        self.s.note_schema(func)
+        self.s.send(inst, types_of(results))
 
     def call_function(self, name: str, args: Sequence[Any], results: List[Any], mesh: Any,
                       stream: Any, loc: str, definition: bytes = b"") -> None:
@@ -69,7 +78,7 @@ class EagerSink:
         for a in args:
             call.args.append(to_value(a, "", lambda t: t._ref.id))
         call.results.extend(r._ref.id for r in results)
-        self.s.send(inst)
+        self.s.send(inst, types_of(results))
 
     def call_actor(self, actor: str, endpoint: str, args: Sequence[Any], results: List[Any],
                    mesh: Any, stream: Any, loc: str) -> None:
@@ -82,14 +91,14 @@ class EagerSink:
         for a in args:
             call.args.append(to_value(a, "", lambda t: t._ref.id))
         call.results.extend(r._ref.id for r in results)
-        self.s.send(inst)
+        self.s.send(inst, types_of(results))
 
     def rank(self, mesh: Any, dims: Sequence[str], result: Any, stream: Any, loc: str) -> None:
         mid, sid = self._ids(mesh, stream)
         inst = self.s.instruction(mid, sid, loc)
         inst.rank_tensor.dims.extend(dims)
         inst.rank_tensor.result = result._ref.id
-        self.s.send(inst)
+        self.s.send(inst, types_of([result]))
 
     def reduce(self, t: Any, result: Any, dims: Sequence[str], reduction: str, scatter: bool,
                inplace: bool, out: Any, stream: Any, loc: str) -> None:
@@ -105,11 +114,11 @@ class EagerSink:
         if out is not None:
             r.out = out._ref.id
         r.input_meta.CopyFrom(tensor_meta(t))
-        self.s.send(inst)
+        self.s.send(inst, types_of([result]) if not inplace else [])
 
     def send(self, t: Any, result: Any, dest: Any, stream: Any, loc: str) -> None:
-        src_id = self.s.mesh_id(t._mesh._view)
-        dst_id = self.s.mesh_id(dest._view)
+        src_id = self.s.mesh_id_of(t._mesh)
+        dst_id = self.s.mesh_id_of(dest)
         sid = self.s.stream_id(stream.ir_name)
         inst = self.s.instruction(0, sid, loc)
         st = inst.send_tensor
@@ -118,14 +127,14 @@ class EagerSink:
         st.source_mesh = src_id
         st.dest_mesh = dst_id
         st.meta.CopyFrom(tensor_meta(t))
-        self.s.send(inst)
+        self.s.send(inst, types_of([result]))
 
     def slice_mesh(self, t: Any, result: Any, coords: Dict[str, Any], loc: str) -> None:
         # The slice names the same ref on fewer ranks: nothing to send.
         pass
 
     def borrow(self, t: Any, result: Any, b: Any, loc: str) -> None:
-        mid = self.s.mesh_id(t._mesh._view)
+        mid = self.s.mesh_id_of(t._mesh)
         sid = self.s.stream_id(b._stream.ir_name)
         inst = self.s.instruction(mid, sid, loc)
         bc = inst.borrow_create
@@ -134,10 +143,10 @@ class EagerSink:
         bc.result = result._ref.id
         bc.from_stream = self.s.stream_id(b._origin_stream.ir_name)
         bc.mutable = b.mutable
-        self.s.send(inst)
+        self.s.send(inst, types_of([result]))
 
     def drop(self, b: Any, loc: str) -> None:
-        mid = self.s.mesh_id(b._origin_mesh._view)
+        mid = self.s.mesh_id_of(b._origin_mesh)
         sid = self.s.stream_id(b._origin_stream.ir_name)
         inst = self.s.instruction(mid, sid, loc)
         inst.borrow_drop.borrow = b.id
@@ -146,4 +155,5 @@ class EagerSink:
     def fetch(self, t: Any, coords: Dict[str, int], loc: str) -> Any:
         view = t._mesh._view.slice(**coords)
         sid = self.s.stream_id(t._ref.stream.ir_name)
-        return self.s.fetch(t._ref.id, view, sid, loc)
+        self.s.mesh_id_of(t._mesh)  # the tensor's mesh is declared (and its origin)
+        return self.s.fetch(t._ref.id, view, sid, loc, (tuple(t.shape), t.dtype))

@@ -20,10 +20,10 @@ def start_session(shape: Sequence[Tuple[str, int]], *, backend: Optional[str],
                   hosts: Optional[Dict[str, Any]]) -> Session:
     """The tensor session of a new root proc mesh: its workers start now,
     except while tracing (``monarch.trace``), where nothing runs."""
-    current = tracing.current()
-    standalone = current is not None and current.standalone
+    recording = tracing.current()
     return Session(shape, backend=backend, memory_cap=memory_cap, timeout_ms=timeout_ms,
-                   workers=not standalone, tensor_worker=tensor_worker, hosts=hosts)
+                   workers=recording is None, tensor_worker=tensor_worker, hosts=hosts,
+                   recording=recording)
 
 
 def activate(mesh: Any) -> ContextManager[Any]:
@@ -39,6 +39,11 @@ def rref(actor_mesh: Any, endpoint: str, prop: Any, args: Tuple[Any, ...],
     """The ``rref`` adverb: one ``call_actor`` instruction running ``endpoint``
     of the actors beside the tensor workers on their ranks' local shards; the
     results are distributed tensors shaped by ``@endpoint(propagate=...)``."""
+    if tracing.current() is not None:
+        raise NotImplementedError(
+            f"rref of {actor_mesh._name}.{endpoint} inside monarch.trace: a traced program has "
+            "no actors (the monarch dialect's endpoint calls need an actor mesh the trace does "
+            "not create); call it eagerly")
     propagate = prop._propagate
     if propagate is None or (isinstance(propagate, str) and propagate != "cached"):
         raise ValueError(f"rref of endpoint '{endpoint}' needs "

@@ -11,7 +11,7 @@ import torch
 from ..common.errors import usage
 from ..common.location import user_location
 from .checks import check_no_grad, check_use
-from .core import TensorCore, fake_mode, intended_device, new_dtensor, view_of
+from .core import Spec, TensorCore, contiguous, result_of, view_of
 from .modes import internal
 from .streams import get_active_stream
 from .tracing import sink_for
@@ -46,11 +46,9 @@ def to_mesh(t: Any, dest: Any, loc: str) -> TensorCore:
                 f"to_mesh between incompatible meshes: source dim '{d.name}' has size "
                 f"{d.size} but size {dest._view.dims[i].size} in the destination"
             )
-    with fake_mode:
-        fake = torch.empty_strided(
-            t._fake.size(), t._fake.stride(), dtype=t.dtype, device=t._fake.device
-        )
-    result = new_dtensor(fake, dest, stream, intended_device(t))
+    spec = t._spec
+    result = result_of(Spec.get(spec.shape, spec.stride, 0, spec.dtype, spec.fake_device,
+                                spec.device), dest, stream)
     sink_for(src._session).send(t, result, dest, stream, loc)
     return result
 
@@ -116,8 +114,6 @@ def rank(mesh: Any, dims: Union[str, Sequence[str]]) -> TensorCore:
             raise ValueError(f"dimension '{d}' named twice")
         seen.add(d)
     stream = get_active_stream()
-    with fake_mode:
-        fake = torch.empty((), dtype=torch.int64)
-    result = new_dtensor(fake, mesh, stream)
+    result = result_of(contiguous((), torch.int64, torch.device("cpu")), mesh, stream)
     sink_for(mesh._session).rank(mesh, names, result, stream, loc)
     return result

@@ -210,9 +210,6 @@ def call_distributed(what: str, fn: Callable[..., Any], propagate: Propagate,
                         f"{what} mixes a local tensor (shape {tuple(a.shape)}) with the mesh "
                         f"{mesh._describe()}; create it inside mesh.activate()")
     sink = sink_for(mesh._session)
-    if not hasattr(sink, "call_function"):
-        raise NotImplementedError(f"{what}: runs eagerly only (not inside monarch.trace / "
-                                  "compile yet)")
     # The frontend's own torch work (fake tensors, the simulated workers)
     # must not be captured as mesh operations.
     with local():

@@ -15,7 +15,7 @@ import os
 import time
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from ..backend import workers
+from ..backend import workers as c_backend
 from ..backend.plan import plan
 from ..common.errors import RemoteException, SupervisionError
 from ..common.future import Future, Source
@@ -23,7 +23,8 @@ from ..mesh.view import MeshView
 from .eager import EagerSink
 from .modes import local
 from .sim import SimBackend
-from .values import from_tensor_data
+from .tracing import TracedValue
+from .values import from_tensor_data, to_value
 
 DEFAULT_TIMEOUT_MS = 60000
 BACKENDS = ("c", "sim")
@@ -36,7 +37,11 @@ def default_backend_kind() -> str:
 
 
 def backend_available(kind: str) -> bool:
-    return kind == "sim" or workers.available()
+    return kind == "sim" or c_backend.available()
+
+
+def _no_refs(t: Any) -> int:
+    raise TypeError("an op schema's default names a tensor")
 
 
 class FetchSource(Source):
@@ -83,6 +88,7 @@ class Session:
         workers: bool = True,
         tensor_worker: str = "",
         hosts: Optional[Dict[str, Any]] = None,
+        recording: Any = None,
     ):
         self.tensor_worker = tensor_worker or os.environ.get("MONARCH_TENSOR_WORKER_KIND",
                                                              "native")
@@ -121,7 +127,21 @@ class Session:
         self._host_pythonpath = list((hosts or {}).get("pythonpath") or ())
         self._backend: Any = None
         self.eager = EagerSink(self)
-        if workers:
+        #: While tracing (tracing.Recording): the stream records, nothing runs.
+        self.recording = recording
+        self._origins: set = set()
+        self._schemas: set = set()
+        if recording is not None:
+            _C = c_backend.c_module()
+            if _C is None:
+                raise ImportError(c_backend.missing_message())
+            self.stream = _C.InstructionStream(None)
+            program = plan.Program(magic=0x4D4F4E50, version=1)
+            for name, size in self.shape:
+                program.root.add(name=name, size=size)
+            self.stream.declare(program.SerializeToString())
+            recording.add(self)
+        elif workers:
             self.start_backend()
 
     # -- backend ---------------------------------------------------------------
@@ -129,16 +149,16 @@ class Session:
         """Starts the workers and declares the root (or a whole program's
         meshes and streams)."""
         if self.backend_kind == "c":
-            self._backend = workers.start(self.shape, memory_cap=self.memory_cap,
+            self._backend = c_backend.start(self.shape, memory_cap=self.memory_cap,
                                           timeout_ms=self.timeout_ms,
                                           tensor_worker=self.tensor_worker, hosts=self.hosts)
-            self.stream = workers.c_module().InstructionStream(self._backend)
+            self.stream = c_backend.c_module().InstructionStream(self._backend)
         else:
             if self.hosts:
                 raise ValueError("a mesh across hosts needs the 'c' backend, not 'sim'")
-            _C = workers.c_module()
+            _C = c_backend.c_module()
             if _C is None:  # the instruction stream is C++ for every backend
-                raise ImportError(workers.missing_message())
+                raise ImportError(c_backend.missing_message())
             self._backend = SimBackend(self.shape, memory_cap=self.memory_cap)
             # One instruction a batch: the simulation runs each at once.
             self.stream = _C.InstructionStream(self._backend, max_batch=1, max_delay_us=0)
@@ -243,7 +263,46 @@ class Session:
         mid = mesh.__dict__.get("_tensor_mesh_id")
         if mid is None:
             mid = mesh.__dict__["_tensor_mesh_id"] = self.mesh_id(mesh._view)
+            if self.recording is not None and mesh._parent is not None:
+                self._record_origin(mesh, mid)
         return mid
+
+    def _record_origin(self, mesh: Any, mid: int) -> None:
+        """How a traced program made the view ``mid`` (trace.proto MeshOrigin)."""
+        if mid in self._origins or mid == 0:
+            return
+        self._origins.add(mid)
+        parent = self.mesh_id_of(mesh._parent)
+        kind, args = mesh._derivation
+        if kind == "rename":
+            spec: Any = list(args.items())
+        elif kind == "split":
+            dims, sizes = args
+            spec = ([(d, list(names)) for d, names in dims.items()], list(sizes.items()))
+        elif kind == "slice":
+            spec = []
+            for d, v in args.items():
+                if isinstance(v, (slice, range)):
+                    spec.append((d, (v.start, v.stop, v.step)))
+                else:
+                    spec.append((d, int(v)))
+        else:
+            spec = args
+        self.stream.mesh_origin(mid, parent, kind, spec)
+
+    def note_schema(self, func: Any) -> None:
+        """While tracing: the argument list of an ATen op the program calls."""
+        if self.recording is None or func in self._schemas:
+            return
+        self._schemas.add(func)
+        schema = func._schema
+        arguments = []
+        for a in schema.arguments:
+            default = None
+            if a.has_default_value():
+                default = to_value(a.default_value, str(a.type), _no_refs).SerializeToString()
+            arguments.append((a.name, default))
+        self.stream.op_schema(schema.name, schema.overload_name, arguments)
 
     def stream_id(self, name: str) -> int:
         sid = self.stream_ids.get(name)
@@ -282,15 +341,18 @@ class Session:
             self.dead = SupervisionError.worker_died(-1, str(error))
         return self.dead
 
-    def send(self, inst: "plan.Instruction") -> int:
+    def send(self, inst: "plan.Instruction",
+             types: Sequence[Tuple[int, int, List[int]]] = ()) -> int:
         """Issues one instruction (any kind); returns its id (0 when nothing
-        runs: a session without workers)."""
+        runs: a session without workers). ``types``: (ref, dtype code, shape)
+        of the refs it defines, recorded while tracing."""
         if self.stream is None:
             return 0
         if self.dead is not None:
             raise self.dead
         try:
-            return self.stream.raw(inst.SerializeToString())
+            return self.stream.raw(inst.SerializeToString(),
+                                   list(types) if self.recording is not None else [])
         except RuntimeError as e:
             raise self.unreachable(e) from None
 
@@ -311,10 +373,16 @@ class Session:
             except RuntimeError as e:
                 raise self.unreachable(e) from None
 
-    def fetch(self, ref: int, view: MeshView, stream_id: int, location: str) -> Future[Any]:
+    def fetch(self, ref: int, view: MeshView, stream_id: int, location: str,
+              meta: Optional[Tuple[Tuple[int, ...], Any]] = None) -> Future[Any]:
+        """A future of one rank's value (``view`` is that rank's 0-d view);
+        while tracing a placeholder of ``meta`` (shape, dtype)."""
         mid = self.mesh_id(view)
         inst = self.instruction(mid, stream_id, location)
         inst.fetch.ref = ref
+        if self.recording is not None:
+            shape, dtype = meta if meta is not None else ((), None)
+            return Future.ready(TracedValue(self.send(inst), tuple(shape), dtype))
         fut: Future[Any] = Future(FetchSource(self, location))
         fut.source_device = ""  # type: ignore[attr-defined]
         iid = self.send(inst)

@@ -14,7 +14,7 @@ from ..backend.plan import plan
 from ..common.errors import RemoteException, SupervisionError
 from ..mesh.view import Dim, MeshView
 from .session import Session
-from .tracing import Tracer, tracing
+from .tracing import Recording, tracing
 from .values import from_tensor_data
 
 _OPT_NAMES = ("monarch-opt", "monarch-opt-static")
@@ -45,56 +45,59 @@ def find_monarch_opt() -> Optional[str]:
     return None
 
 
-class Trace:
-    """A captured program."""
+_EMPTY_MODULE = "module {\n  func.func @%s() {\n    return\n  }\n}\n"
 
-    def __init__(self, tracer: Tracer, result: Any = None, name: str = "main"):
-        self._tracer = tracer
+
+class Trace:
+    """A captured program: a TracedProgram (``traced``, the bytes monarch-opt
+    imports), shown and compiled by monarch-opt."""
+
+    def __init__(self, traced: bytes, result: Any = None, name: str = "main"):
+        self.traced = traced
         self.result = result
         self.name = name
 
+    def _opt(self, *args: str, what: str) -> "subprocess.CompletedProcess[str]":
+        opt = find_monarch_opt()
+        if opt is None:
+            raise FileNotFoundError(
+                "monarch-opt not found: build the compiler, or copy the self-contained "
+                "monarch-opt-static of a machine with the compiler here and set MONARCH_OPT "
+                "(docs/building.md)")
+        with tempfile.TemporaryDirectory(prefix="monarch-trace-") as d:
+            src = os.path.join(d, f"{self.name}.trace")
+            with open(src, "wb") as f:
+                f.write(self.traced)
+            proc = subprocess.run([opt, src, *[a.replace("{dir}", d) for a in args]],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"monarch-opt {what}:\n{proc.stderr}")
+            out = os.path.join(d, "prog.plan")
+            if os.path.exists(out):
+                with open(out, "rb") as f:
+                    proc.plan = f.read()  # type: ignore[attr-defined]
+            return proc
+
     def to_mlir(self) -> str:
-        return self._tracer.to_mlir(self.name)
+        """The monarch dialect IR of the program (monarch-opt imports it)."""
+        if not self.traced:
+            return _EMPTY_MODULE % self.name
+        return self._opt("--mlir-print-debuginfo", what="could not import the traced program").stdout
 
     def verify(self, *passes: str) -> str:
-        """Runs monarch-opt on the IR (plus ``passes``) and returns its output."""
-        opt = find_monarch_opt()
-        if opt is None:
-            raise FileNotFoundError("monarch-opt not found: build the compiler or set MONARCH_OPT")
-        with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as f:
-            f.write(self.to_mlir())
-            path = f.name
-        try:
-            proc = subprocess.run([opt, path, *passes], capture_output=True, text=True)
-        finally:
-            os.unlink(path)
-        if proc.returncode != 0:
-            raise RuntimeError(f"monarch-opt rejected the traced IR:\n{proc.stderr}")
-        return proc.stdout
+        """Runs monarch-opt on the program (plus ``passes``) and returns its
+        output; raises with its diagnostics."""
+        if not self.traced:
+            return self.to_mlir()
+        return self._opt(*passes, what="rejected the traced program").stdout
 
     def to_plan(self) -> bytes:
-        """Lowers the IR to a binary plan with monarch-opt --monarch-emit-plan."""
-        opt = find_monarch_opt()
-        if opt is None:
-            raise FileNotFoundError("monarch-opt not found: build the compiler or set MONARCH_OPT")
-        d = tempfile.mkdtemp()
-        try:
-            src = os.path.join(d, "prog.mlir")
-            out = os.path.join(d, "prog.plan")
-            with open(src, "w") as f:
-                f.write(self.to_mlir())
-            proc = subprocess.run(
-                [opt, src, f"--monarch-emit-plan=output={out} entry={self.name}", "-o",
-                 os.devnull],
-                capture_output=True,
-                text=True,
-            )
-            if proc.returncode != 0:
-                raise RuntimeError(f"monarch-opt could not lower the traced IR:\n{proc.stderr}")
-            with open(out, "rb") as f:
-                return f.read()
-        finally:
-            shutil.rmtree(d, ignore_errors=True)
+        """Lowers the program to a binary plan (monarch-opt --monarch-emit-plan)."""
+        if not self.traced:
+            raise ValueError("the traced function issued nothing on a mesh")
+        proc = self._opt(f"--monarch-emit-plan=output={{dir}}/prog.plan entry={self.name}", "-o",
+                         os.devnull, what="could not lower the traced program")
+        return proc.plan  # type: ignore[attr-defined]
 
     def run(self, backend: Optional[str] = None, memory_cap: int = 0) -> List[Any]:
         """Lowers the trace to a plan (monarch-opt) and runs it on fresh
@@ -106,15 +109,16 @@ class Trace:
 
 
 def trace(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Trace:
-    """Runs ``fn`` once, capturing what it does on meshes as monarch dialect IR.
+    """Runs ``fn`` once, recording what it does on meshes (docs/python.md
+    "Tracing to MLIR").
 
     Meshes created inside ``fn`` start no workers; ``get()`` inside returns a
-    placeholder (:class:`monarch._trace_mlir.TracedValue`).
+    placeholder (:class:`monarch._src.tensor.tracing.TracedValue`).
     """
-    tracer = Tracer(standalone=True)
-    with tracing(tracer):
+    recording = Recording()
+    with tracing(recording):
         result = fn(*args, **kwargs)
-    return Trace(tracer, result, name="main")
+    return Trace(recording.traced("main"), result, name="main")
 
 
 class Compiled:

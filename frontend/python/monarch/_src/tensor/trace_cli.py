@@ -9,7 +9,7 @@ import sys
 from typing import List, Optional
 
 from .trace_api import Trace
-from .tracing import Tracer, tracing
+from .tracing import Recording, tracing
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -49,15 +49,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         pass
 
     ns.script, ns.args, ns.output, ns.verify = script, script_args, output, verify
-    tracer = Tracer(standalone=True)
+    recording = Recording()
     saved = sys.argv
     sys.argv = [ns.script] + list(ns.args)
     try:
-        with tracing(tracer):
+        with tracing(recording):
             runpy.run_path(ns.script, run_name="__main__")
     finally:
         sys.argv = saved
-    t = Trace(tracer)
+    t = Trace(recording.traced("main"))
     text = t.to_mlir()
     if ns.verify:
         t.verify()
