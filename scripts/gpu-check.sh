@@ -64,7 +64,14 @@ set -o pipefail
 # -DMONARCH_REQUIRE_PYTHON_EXTENSIONS=ON: a Python extension that cannot be
 # built fails the configure (the interpreter is the python3 on PATH, the one
 # whose torch the build links: frontend/cmake/FindMonarchPython.cmake).
-cmake -S . -B build-gpu -G Ninja -DMONARCH_ENABLE_COMPILER=OFF -DMONARCH_ENABLE_FUZZERS=OFF \
+# The image's default compiler (/opt/gcc, a wrapper) links libstdc++
+# statically into every shared library; the system g++ links it as torch
+# does (see CMakeLists.txt on why a static copy must never be exported).
+compilers=""
+if [ -x /usr/bin/g++ ] && [ -x /usr/bin/gcc ]; then
+  compilers="-DCMAKE_CXX_COMPILER=/usr/bin/g++ -DCMAKE_C_COMPILER=/usr/bin/gcc"
+fi
+cmake -S . -B build-gpu -G Ninja -DMONARCH_ENABLE_COMPILER=OFF -DMONARCH_ENABLE_FUZZERS=OFF $compilers \
   -DMONARCH_REQUIRE_PYTHON_EXTENSIONS=ON \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$deps/usr" 2>&1 | tee "$out/configure.log" | grep -E "monarch|Error" 
 status=${PIPESTATUS[0]}

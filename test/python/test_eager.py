@@ -708,3 +708,27 @@ def test_undefined_tensor_results_keep_their_place(spawn, device):
     )
     assert torch.allclose(on(fetch_shard(gw2), device), ww)
     assert torch.allclose(on(fetch_shard(gb2), device), wb)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (the warning is about "
+                    "workers outnumbering this host's GPUs)")
+def test_workers_sharing_a_gpu_are_reported_once(tmp_path):
+    import subprocess
+    import sys
+
+    n = torch.cuda.device_count() + 1
+    script = tmp_path / "share.py"
+    script.write_text(
+        "import torch, monarch\n"
+        "from monarch.actor import this_host\n"
+        f"for _ in range(2):\n"
+        f"    m = this_host().spawn_procs({{'gpu': {n}}})\n"
+        "    with m.activate():\n"
+        "        t = torch.ones(2, device='cuda')\n"
+        "    print(monarch.fetch_shard(t, gpu=1).get().tolist())\n"
+        "    m.stop()\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("worker processes share") == 1, out.stderr
+    assert out.stdout.count("[1.0, 1.0]") == 2

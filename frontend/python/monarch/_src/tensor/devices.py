@@ -16,7 +16,7 @@ from typing import Any, List, Optional
 
 import torch
 
-from .core import TensorCore, device_of
+from .core import HAS_CUDA, TensorCore, device_of
 
 # Ops whose device argument torch and autograd fill in from an input tensor
 # (``ones_like(x)`` for a gradient seed): on a machine without a GPU that is
@@ -113,3 +113,24 @@ class CudaOnCpuMode(torch.overrides.TorchFunctionMode):
             return out
         finally:
             device_override = prev
+
+
+_shared_gpu_warned = False
+
+
+def warn_shared_gpus(ranks_per_host: int) -> None:
+    """Says once per process when the local workers outnumber this host's
+    GPUs: rank r uses ``cuda:(r % count)``, so several share one (correct,
+    but they compete for it and its memory)."""
+    global _shared_gpu_warned
+    if _shared_gpu_warned or not HAS_CUDA:
+        return
+    count = torch.cuda.device_count()
+    if 0 < count < ranks_per_host:
+        _shared_gpu_warned = True
+        import sys
+
+        sys.stderr.write(
+            f"monarch: warning: {ranks_per_host} worker processes share {count} GPU(s) of "
+            f"this host (rank r uses cuda:(r % {count})); their CUDA tensors compete for "
+            "the same device and memory\n")

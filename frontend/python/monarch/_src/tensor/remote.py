@@ -215,6 +215,11 @@ def call_distributed(what: str, fn: Callable[..., Any], propagate: Propagate,
     with local():
         if propagate == "cached":
             assert probe is not None
+            if mesh._session.recording is not None:
+                raise NotImplementedError(
+                    f"{what} with propagate='cached' inside monarch.trace: learning the "
+                    "result shapes runs the function, and nothing runs while tracing; give "
+                    "propagate a function")
             single, metas = probe(args, mesh, stream, loc)
         else:
             single, metas = _fake_meta(what, propagate if propagate is not None else fn, args,

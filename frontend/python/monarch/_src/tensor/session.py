@@ -20,6 +20,7 @@ from ..backend.plan import plan
 from ..common.errors import RemoteException, SupervisionError
 from ..common.future import Future, Source
 from ..mesh.view import MeshView
+from . import devices
 from .eager import EagerSink
 from .modes import local
 from .sim import SimBackend
@@ -153,6 +154,8 @@ class Session:
                                           timeout_ms=self.timeout_ms,
                                           tensor_worker=self.tensor_worker, hosts=self.hosts)
             self.stream = c_backend.c_module().InstructionStream(self._backend)
+            if not self.hosts:
+                devices.warn_shared_gpus(self.root_view.size())
         else:
             if self.hosts:
                 raise ValueError("a mesh across hosts needs the 'c' backend, not 'sim'")
