@@ -57,6 +57,11 @@ if [ -f .gpu-tools/old-frontend.tgz ] && { [ -z "${BENCH_ONLY:-}" ] || [[ " $BEN
     python3 bench/frontend/eager_ops.py --device cuda --ops 2000 --reps 5 --compiled --mlp \
     --monarch-run $bin/monarch-run --json "$out/frontend-old.json"
 fi
+run compiled-step env PYTHONPATH=build-gpu/python python3 bench/frontend/compiled_step.py \
+  --device cuda --ops 1500 --calls 2000 --reps 5 --json "$out/compiled-step.json"
+run pipeline-compiled env PYTHONPATH=build-gpu/python python3 examples/pipeline/run.py \
+  --compiled-step --device cuda --pp 2 --dp 1 --hidden 512 --microbatches 8 --batch 64 \
+  --steps ${PIPELINE_COMPILED_STEPS:-200} --reference
 run pipeline-single python3 bench/pipeline/single_process.py --device cuda --pp 2 --dp 1 \
   --hidden 512 --microbatches 8 --batch 64 --steps 20
 run pipeline-job env PYTHONPATH=build-gpu/python python3 examples/pipeline/run.py --device cuda \

@@ -147,14 +147,18 @@ if part python; then
 fi
 
 # End to end from Python, as a user runs it: a traced program run on workers
-# (monarch.trace(...).run()) and the pipeline job on CUDA tensors.
+# (monarch.trace(...).run()) and the pipeline job on CUDA tensors, traced and
+# with its step compiled once (run.py --compiled-step).
 e2e_rc=0
 if part e2e; then
   work=$(mktemp -d)
   { PYTHONPATH=build-gpu/python timeout 300 $py examples/trace_run.py --device cuda \
       && PYTHONPATH=build-gpu/python timeout 600 $py examples/pipeline/run.py --device cuda \
          --pp 2 --dp 1 --hidden 512 --microbatches 8 --batch 64 --steps 5 --reference \
-         --out "$work/pipeline"; } > "$out/e2e.log" 2>&1
+         --out "$work/pipeline" \
+      && PYTHONPATH=build-gpu/python timeout 300 $py examples/pipeline/run.py --device cuda \
+         --compiled-step --pp 2 --dp 1 --hidden 512 --microbatches 8 --batch 64 --steps 50 \
+         --reference; } > "$out/e2e.log" 2>&1
   e2e_rc=$?
   rm -rf "$work"
   tail -n 20 "$out/e2e.log"

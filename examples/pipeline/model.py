@@ -164,9 +164,9 @@ def batch_shape(cfg: Config, rows: int) -> List[int]:
     return [rows, cfg.seq, cfg.hidden] if cfg.model == "transformer" else [rows, cfg.hidden]
 
 
-def make_batch(cfg: Config, step: int, dp_rank: Any):
-    """This replica's (inputs, targets) for a step; ``dp_rank`` is a number or a
-    0-d tensor (``mesh.rank("dp")``). Four distinct batches, cycled."""
+def make_batch(cfg: Config, step: Any, dp_rank: Any):
+    """This replica's (inputs, targets) for a step; ``step`` and ``dp_rank`` are
+    numbers or 0-d tensors (``mesh.rank("dp")``). Four distinct batches, cycled."""
     shape = batch_shape(cfg, cfg.batch)
     n = math.prod(shape)
     k = step % 4
@@ -181,10 +181,12 @@ def make_batch(cfg: Config, step: int, dp_rank: Any):
 class Optimizer:
     """SGD or Adam written with plain tensor ops (traced like everything else)."""
 
-    def __init__(self, cfg: Config, params: List[torch.Tensor]):
+    def __init__(self, cfg: Config, params: List[torch.Tensor], tensor_counter: bool = False):
         self.cfg = cfg
         self.params = params
-        self.t = 0
+        # The step count: a number, or (a compiled step) a 0-d tensor on the
+        # workers, so that the bias correction does not change the ops.
+        self.t: Any = torch.zeros((), device=cfg.device) if tensor_counter else 0
         if cfg.optimizer == "adam":
             self.m = [torch.zeros_like(p) for p in params]
             self.v = [torch.zeros_like(p) for p in params]
@@ -192,48 +194,90 @@ class Optimizer:
     @torch.no_grad()
     def step(self, grads: List[torch.Tensor]) -> None:
         cfg = self.cfg
-        self.t += 1
         if cfg.optimizer == "sgd":
             for p, g in zip(self.params, grads):
                 p.sub_(g, alpha=cfg.lr)
             return
         b1, b2, eps = 0.9, 0.999, 1e-8
-        c1 = 1 - b1 ** self.t
-        c2 = 1 - b2 ** self.t
+        if isinstance(self.t, int):
+            self.t += 1
+            c1 = 1 - b1 ** self.t
+            c2 = 1 - b2 ** self.t
+        else:
+            self.t.add_(1)
+            c1 = 1 - torch.pow(b1, self.t)
+            c2 = 1 - torch.pow(b2, self.t)
         for p, g, m, v in zip(self.params, grads, self.m, self.v):
             m.mul_(b1).add_(g, alpha=1 - b1)
             v.mul_(b2).addcmul_(g, g, value=1 - b2)
             denom = (v / c2).sqrt_().add_(eps)
-            p.addcdiv_(m, denom, value=-cfg.lr / c1)
+            if isinstance(c1, float):
+                p.addcdiv_(m, denom, value=-cfg.lr / c1)
+            else:
+                p.sub_(m / denom * (cfg.lr / c1))
 
 
 # -- the distributed program -----------------------------------------------------------
 
-def train(cfg: Config, mesh: Any, on_step: Any = None) -> List[Any]:
+def train(cfg: Config, mesh: Any, on_step: Any = None, compiled: bool = False) -> List[Any]:
     """Runs ``cfg.steps`` steps on ``mesh`` (dims pp, dp); returns the loss of each
-    step as a future (``monarch.fetch_shard`` of the dp-averaged loss)."""
+    step as a future (``monarch.fetch_shard`` of the dp-averaged loss).
+
+    ``compiled``: the step is ``monarch.compile``d -- traced on its first calls,
+    then one instruction per step (docs/python.md "Compiled steps"). Its
+    step-dependent numbers (which batch, Adam's bias correction) are then
+    tensors on the workers, updated in place, instead of Python numbers that
+    would change the ops every step."""
     import monarch
 
-    P, M = cfg.pp, cfg.microbatches
-    assert cfg.batch % M == 0, "batch must divide into microbatches"
-    mb = cfg.batch // M
-    stages_mesh = [mesh.slice(pp=i) for i in range(P)]
-    stages, params, opts = [], [], []
-    for i, sm in enumerate(stages_mesh):
-        with sm.activate():
-            stage = make_stage(cfg, i)
-            ps = list(stage.parameters())
-            stages.append(stage)
-            params.append(ps)
-            opts.append(Optimizer(cfg, ps))
-
+    job = Job(cfg, mesh, tensor_counters=compiled)
+    step = monarch.compile(job.step) if compiled else job.step
     losses = []
-    for step in range(cfg.steps):
+    for k in range(cfg.steps):
+        losses.append(step(job.counters) if compiled else step(k))
+        if on_step is not None:
+            on_step(k, losses[-1])
+    return losses
+
+
+class Job:
+    """The stages, their parameters and optimizers; ``step`` is one training
+    step (``k``: the step number, or the counter tensors of a compiled job)."""
+
+    def __init__(self, cfg: Config, mesh: Any, tensor_counters: bool = False):
+        assert cfg.batch % cfg.microbatches == 0, "batch must divide into microbatches"
+        self.cfg = cfg
+        self.stages_mesh = [mesh.slice(pp=i) for i in range(cfg.pp)]
+        self.stages, self.params, self.opts = [], [], []
+        #: Per stage mesh, the step number as a 0-d tensor (tensor_counters).
+        self.counters: List[Any] = []
+        for i, sm in enumerate(self.stages_mesh):
+            with sm.activate():
+                stage = make_stage(cfg, i)
+                ps = list(stage.parameters())
+                self.stages.append(stage)
+                self.params.append(ps)
+                self.opts.append(Optimizer(cfg, ps, tensor_counter=tensor_counters))
+                if tensor_counters:
+                    self.counters.append(torch.zeros((), device=cfg.device))
+
+    @staticmethod
+    def _batch_step(k: Any, stage: int) -> Any:
+        """The step number make_batch is given: ``k``, or the stage's counter."""
+        return k if isinstance(k, int) else k[stage]
+
+    def step(self, k: Any) -> Any:
+        import monarch
+
+        cfg = self.cfg
+        P, M = cfg.pp, cfg.microbatches
+        mb = cfg.batch // M
+        stages_mesh, stages, params, opts = self.stages_mesh, self.stages, self.params, self.opts
         with stages_mesh[0].activate():
-            x, _ = make_batch(cfg, step, stages_mesh[0].rank("dp"))
+            x, _ = make_batch(cfg, self._batch_step(k, 0), stages_mesh[0].rank("dp"))
             xs = [x[j * mb:(j + 1) * mb] for j in range(M)]
         with stages_mesh[-1].activate():
-            _, y = make_batch(cfg, step, stages_mesh[-1].rank("dp"))
+            _, y = make_batch(cfg, self._batch_step(k, P - 1), stages_mesh[-1].rank("dp"))
             ys = [y[j * mb:(j + 1) * mb] for j in range(M)]
 
         # Per (stage, microbatch): the stage's input (a leaf that requires grad)
@@ -277,8 +321,8 @@ def train(cfg: Config, mesh: Any, on_step: Any = None) -> List[Any]:
                         # torch 1.13's autograd calls aten::is_same_size on it,
                         # which the frontend refuses: see docs/pipeline.md.)
                         gs = torch.autograd.grad((outputs[i][j] * g_out).sum(), wrt)
-                    for k, g in enumerate(gs[:len(params[i])]):
-                        grads[i][k] = g if grads[i][k] is None else grads[i][k] + g
+                    for n, g in enumerate(gs[:len(params[i])]):
+                        grads[i][n] = g if grads[i][n] is None else grads[i][n] + g
                     if i > 0:
                         g_out = gs[-1]
                     outputs[i][j] = None
@@ -304,16 +348,15 @@ def train(cfg: Config, mesh: Any, on_step: Any = None) -> List[Any]:
                     for g in grads[i]:
                         g.reduce_("dp", "avg")
                 opts[i].step(grads[i])
+                if not isinstance(k, int):
+                    k[i].add_(1)
         with stages_mesh[-1].activate():
             loss = mb_losses[0].detach()
             for l in mb_losses[1:]:
                 loss = loss + l.detach()
             if cfg.dp > 1:
                 loss = loss.reduce("dp", "avg")
-        losses.append(monarch.fetch_shard(loss, dp=0))
-        if on_step is not None:
-            on_step(step, losses[-1])
-    return losses
+        return monarch.fetch_shard(loss, dp=0)
 
 
 def one_f_one_b(P: int, M: int) -> List[tuple]:

@@ -6,6 +6,11 @@
 
 #include "InstructionStream.h"
 
+#include "monarch/tensor/Plan.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include <algorithm>
 
 namespace monarch::frontend {
@@ -88,7 +93,8 @@ InstructionStream::defineOp(const std::string &callOp,
                             std::vector<plan::TensorMeta> resultTypes) {
   Template t;
   if (!t.call.ParseFromString(callOp))
-    return Status(ErrorCode::Invalid, "defineOp: the bytes are not a plan.CallOp");
+    return Status(ErrorCode::Invalid,
+                  "defineOp: the bytes are not a plan.CallOp");
   std::vector<int32_t> path;
   for (int i = 0; i < t.call.args_size(); ++i) {
     path = {i};
@@ -110,10 +116,10 @@ InstructionStream::defineOp(const std::string &callOp,
   t.results = t.call.results_size();
   if (!resultTypes.empty() &&
       static_cast<int64_t>(resultTypes.size()) != t.results)
-    return Status(ErrorCode::Invalid, "defineOp: " +
-                                          std::to_string(resultTypes.size()) +
-                                          " result types for " +
-                                          std::to_string(t.results) + " results");
+    return Status(ErrorCode::Invalid,
+                  "defineOp: " + std::to_string(resultTypes.size()) +
+                      " result types for " + std::to_string(t.results) +
+                      " results");
   t.resultTypes = std::move(resultTypes);
   std::lock_guard<std::mutex> lock(mu);
   templates.push_back(std::move(t));
@@ -139,13 +145,202 @@ Status InstructionStream::errorLocked() const {
   return Status::ok();
 }
 
-plan::Instruction *InstructionStream::append(std::unique_lock<std::mutex> &) {
+plan::Instruction *InstructionStream::append(std::unique_lock<std::mutex> &,
+                                             bool toStream) {
+  ++issuedCount;
+  if (!bodies.empty() && !toStream) {
+    plan::Instruction *inst = bodies.back().recording.add_body();
+    inst->set_id(nextId++); // unique with the stream's: replies name body ids
+    return inst;
+  }
   if (pending.instructions_size() == 0)
     firstPending = std::chrono::steady_clock::now();
-  ++issuedCount;
   plan::Instruction *inst = pending.add_instructions();
   inst->set_id(nextId++);
   return inst;
+}
+
+bool InstructionStream::localRef(int64_t ref) const {
+  for (const auto &b : bodies)
+    if (ref >= b.firstLocal)
+      return true;
+  for (const auto &[lo, hi] : localRanges)
+    if (ref >= lo && ref < hi)
+      return !boundResults.count(ref);
+  return false;
+}
+
+void InstructionStream::beginBody(int64_t firstLocalRef) {
+  std::lock_guard<std::mutex> lock(mu);
+  bodies.push_back(Body{firstLocalRef, {}});
+}
+
+int64_t InstructionStream::bodyDepth() const {
+  std::lock_guard<std::mutex> lock(mu);
+  return static_cast<int64_t>(bodies.size());
+}
+
+int64_t InstructionStream::bodySize() const {
+  std::lock_guard<std::mutex> lock(mu);
+  return bodies.empty() ? 0 : bodies.back().recording.body_size();
+}
+
+void InstructionStream::releaseDeferredLocked(
+    const std::unordered_set<int64_t> &keep, std::vector<Placed> *orphans) {
+  std::vector<Placed> still;
+  for (const Placed &d : deferredDeletes) {
+    if (keep.count(d.ref)) {
+      if (orphans)
+        orphans->push_back(d);
+    } else if (!bodies.empty() && d.ref < bodies.back().firstLocal) {
+      still.push_back(d); // an enclosing body may still read it
+    } else {
+      pendingDeletes[{d.mesh, d.stream}].push_back(d.ref);
+    }
+  }
+  deferredDeletes = std::move(still);
+}
+
+void InstructionStream::abortBody(int64_t endLocalRef) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (bodies.empty())
+    return;
+  // Nothing of the body was sent: its refs exist nowhere.
+  localRanges.emplace_back(bodies.back().firstLocal, endLocalRef);
+  bodies.pop_back();
+  releaseDeferredLocked({}, nullptr);
+}
+
+namespace {
+
+/// `body` with refs, borrow ids and instruction ids renumbered in order of
+/// appearance (results after the body), serialized deterministically: two
+/// traces of the same program give the same bytes.
+std::string canonicalBody(const plan::Recording &rec) {
+  std::unordered_map<int64_t, int64_t> refs, borrows;
+  auto ref = [&](int64_t r) {
+    return refs.emplace(r, static_cast<int64_t>(refs.size()) + 1).first->second;
+  };
+  auto borrow = [&](int64_t b) {
+    return borrows.emplace(b, static_cast<int64_t>(borrows.size()) + 1)
+        .first->second;
+  };
+  plan::Recording out;
+  for (const auto &inst : rec.body()) {
+    plan::Instruction copy = inst;
+    copy.clear_id();
+    monarch::tensor::mapRefs(copy, ref);
+    if (copy.has_borrow_create())
+      copy.mutable_borrow_create()->set_borrow(
+          borrow(copy.borrow_create().borrow()));
+    else if (copy.has_borrow_first_use())
+      copy.mutable_borrow_first_use()->set_borrow(
+          borrow(copy.borrow_first_use().borrow()));
+    else if (copy.has_borrow_last_use())
+      copy.mutable_borrow_last_use()->set_borrow(
+          borrow(copy.borrow_last_use().borrow()));
+    else if (copy.has_borrow_drop())
+      copy.mutable_borrow_drop()->set_borrow(
+          borrow(copy.borrow_drop().borrow()));
+    *out.add_body() = std::move(copy);
+  }
+  for (int64_t r : rec.results())
+    out.add_results(ref(r));
+  std::string bytes;
+  google::protobuf::io::StringOutputStream stream(&bytes);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  out.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return bytes;
+}
+
+} // namespace
+
+Expected<InstructionStream::EndedBody>
+InstructionStream::endBody(int64_t id, const std::vector<int64_t> &results,
+                           int64_t endLocalRef,
+                           const std::optional<std::string> &previous) {
+  bool full = false;
+  EndedBody ended;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    if (Status s = errorLocked(); !s.isOk())
+      return s;
+    if (bodies.empty())
+      return Status(ErrorCode::Invalid, "endBody: no body is being recorded");
+    Body body = std::move(bodies.back());
+    bodies.pop_back();
+    localRanges.emplace_back(body.firstLocal, endLocalRef);
+    // Formals: what the body reads or writes before (or without) defining.
+    std::unordered_set<int64_t> defined, formalSet;
+    for (const auto &inst : body.recording.body()) {
+      if (inst.has_fetch())
+        ended.fetches.push_back(inst.id());
+      monarch::tensor::visitRefs(
+          inst, [&](int64_t ref, monarch::tensor::RefRole role) {
+            if (role == monarch::tensor::RefRole::Define)
+              defined.insert(ref);
+            else if (!defined.count(ref) && formalSet.insert(ref).second)
+              ended.formals.push_back(ref);
+          });
+    }
+    for (int64_t r : results) {
+      if (!defined.count(r)) {
+        releaseDeferredLocked({}, nullptr); // dropped, as by abortBody
+        return Status(ErrorCode::Invalid, "endBody: result ref " +
+                                              std::to_string(r) +
+                                              " is not defined by the body");
+      }
+      boundResults.insert(r);
+    }
+    plan::Recording &rec = body.recording;
+    rec.set_id(id);
+    for (int64_t f : ended.formals)
+      rec.add_formals(f);
+    for (int64_t r : results)
+      rec.add_results(r);
+    ended.canonical = canonicalBody(rec);
+    releaseDeferredLocked(formalSet, &ended.orphans);
+    if (!previous || *previous != ended.canonical) {
+      plan::Instruction *define = append(lock, /*toStream=*/bodies.empty());
+      *define->mutable_define_recording()->mutable_recording() = std::move(rec);
+      ended.defined = true;
+      full = noteAppendedLocked();
+    }
+  }
+  if (full)
+    if (Status s = flush(); !s.isOk())
+      return s;
+  return ended;
+}
+
+Expected<int64_t>
+InstructionStream::callRecording(int64_t recording,
+                                 const std::vector<int64_t> &actuals,
+                                 const std::vector<int64_t> &results) {
+  bool full = false;
+  int64_t id;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    if (Status s = errorLocked(); !s.isOk())
+      return s;
+    plan::Instruction *inst = append(lock);
+    id = inst->id();
+    inst->set_mesh(0);
+    inst->set_stream(0);
+    plan::CallRecording *call = inst->mutable_call_recording();
+    call->set_recording(recording);
+    for (int64_t a : actuals)
+      call->add_actuals(a);
+    for (int64_t r : results)
+      call->add_results(r);
+    full = noteAppendedLocked();
+  }
+  if (full)
+    if (Status s = flush(); !s.isOk())
+      return s;
+  return id;
 }
 
 Expected<int64_t> InstructionStream::op(int64_t templateId, int64_t mesh,
@@ -164,12 +359,11 @@ Expected<int64_t> InstructionStream::op(int64_t templateId, int64_t mesh,
     const Template &t = templates[templateId];
     if (static_cast<int64_t>(inputs.size()) < t.inputs ||
         static_cast<int64_t>(results.size()) != t.results)
-      return Status(ErrorCode::Invalid,
-                    "op: " + std::to_string(inputs.size()) + " inputs and " +
-                        std::to_string(results.size()) +
-                        " results for a template of " +
-                        std::to_string(t.inputs) + " and " +
-                        std::to_string(t.results));
+      return Status(
+          ErrorCode::Invalid,
+          "op: " + std::to_string(inputs.size()) + " inputs and " +
+              std::to_string(results.size()) + " results for a template of " +
+              std::to_string(t.inputs) + " and " + std::to_string(t.results));
     if (locationId < 0 || locationId >= static_cast<int64_t>(locations.size()))
       return Status(ErrorCode::Invalid,
                     "op: unknown location " + std::to_string(locationId));
@@ -182,10 +376,10 @@ Expected<int64_t> InstructionStream::op(int64_t templateId, int64_t mesh,
     *call = t.call;
     for (const auto &[path, input] : t.inputSlots) {
       int32_t top = path[0];
-      plan::Value *v = top < call->args_size()
-                           ? call->mutable_args(top)
-                           : call->mutable_kwargs(top - call->args_size())
-                                 ->mutable_value();
+      plan::Value *v =
+          top < call->args_size()
+              ? call->mutable_args(top)
+              : call->mutable_kwargs(top - call->args_size())->mutable_value();
       setSlot(v, path, 1, inputs[input]);
     }
     for (int j = 0; j < call->results_size(); ++j)
@@ -223,14 +417,19 @@ InstructionStream::raw(const std::string &instruction,
                        const std::vector<plan::RefType> &types) {
   plan::Instruction parsed;
   if (!parsed.ParseFromString(instruction))
-    return Status(ErrorCode::Invalid, "raw: the bytes are not a plan.Instruction");
+    return Status(ErrorCode::Invalid,
+                  "raw: the bytes are not a plan.Instruction");
   bool full = false;
   int64_t id;
   {
     std::unique_lock<std::mutex> lock(mu);
     if (Status s = errorLocked(); !s.isOk())
       return s;
-    plan::Instruction *inst = append(lock);
+    // A mesh or stream is created once, a recording defined before it is
+    // called: those go to the stream even while a body is recorded.
+    bool toStream = parsed.has_create_mesh() || parsed.has_create_stream() ||
+                    parsed.has_define_recording();
+    plan::Instruction *inst = append(lock, toStream);
     id = inst->id();
     parsed.set_id(id);
     *inst = std::move(parsed);
@@ -250,6 +449,12 @@ void InstructionStream::deleteRef(int64_t ref, int64_t mesh, int64_t stream) {
   std::lock_guard<std::mutex> lock(mu);
   if (recording() || closed)
     return; // a traced program's values die with their last use
+  if (localRef(ref))
+    return; // a body's own ref: the workers free it when each call ends
+  if (!bodies.empty()) {
+    deferredDeletes.push_back({ref, mesh, stream}); // the body may read it
+    return;
+  }
   pendingDeletes[{mesh, stream}].push_back(ref);
 }
 

@@ -1,4 +1,5 @@
-//===- InstructionStream.h - A session's instructions, built in C++ -*- C++ -*-===//
+//===- InstructionStream.h - A session's instructions, built in C++ -*- C++
+//-*-===//
 //
 // The hot half of the Python frontend's eager path (docs/python.md, "How
 // capture is fast"): every captured op becomes one plan Instruction, and
@@ -101,6 +102,54 @@ public:
   /// Sends everything pending now (a no-op while recording).
   Status flush();
 
+  // -- bodies of compiled steps (docs/python.md "Compiled steps") --------
+  /// Starts recording a body: until endBody(), op() and raw() append to it
+  /// instead of the stream -- except create_mesh, create_stream and
+  /// define_recording, which always go to the stream (a mesh or stream is
+  /// created once; definitions precede calls). Refs numbered from
+  /// `firstLocalRef` on belong to the body. Deleting a ref from before the
+  /// body is deferred to its end: the body may read it. Bodies nest.
+  void beginBody(int64_t firstLocalRef);
+
+  /// A ref and where it lives (as deleteRef names it).
+  struct Placed {
+    int64_t ref, mesh, stream;
+  };
+  struct EndedBody {
+    /// The refs the body uses without defining them, in order of first use.
+    std::vector<int64_t> formals;
+    /// Formals deleted while the body was recorded: the caller now owns
+    /// them (a call reads them), their deletes were not sent.
+    std::vector<Placed> orphans;
+    /// The ids of the body's fetches, in body order (replies name them).
+    std::vector<int64_t> fetches;
+    /// The body with its refs, borrows and ids renumbered in order of
+    /// appearance: equal for two traces that issue the same program.
+    std::string canonical;
+    /// Whether a DefineRecording was issued (not when `canonical` equals
+    /// the `previous` one passed in).
+    bool defined = false;
+  };
+  /// Ends the innermost body as recording `id` with `results` (refs the
+  /// body defines; every call binds them, they stay valid after it). Refs in
+  /// [firstLocalRef, endLocalRef) other than results live only inside
+  /// calls: deleting one is never sent. When `previous` equals the body's
+  /// canonical form, nothing is defined (the caller calls the recording
+  /// that has it).
+  Expected<EndedBody> endBody(int64_t id, const std::vector<int64_t> &results,
+                              int64_t endLocalRef,
+                              const std::optional<std::string> &previous);
+  /// Drops the innermost body (the step raised while it was recorded).
+  void abortBody(int64_t endLocalRef);
+  int64_t bodyDepth() const;
+  /// Instructions in the innermost body so far (0 without one).
+  int64_t bodySize() const;
+  /// One call of a defined recording (mesh 0, stream 0): the hot path of a
+  /// compiled step.
+  Expected<int64_t> callRecording(int64_t recording,
+                                  const std::vector<int64_t> &actuals,
+                                  const std::vector<int64_t> &results);
+
   /// Stops the background thread after a last flush; later calls fail.
   Status close();
 
@@ -128,7 +177,9 @@ private:
     std::vector<plan::TensorMeta> resultTypes;
   };
 
-  plan::Instruction *append(std::unique_lock<std::mutex> &lock);
+  plan::Instruction *append(std::unique_lock<std::mutex> &lock,
+                            bool toStream = false);
+  bool localRef(int64_t ref) const;
   /// After an append: whether the batch is full (the caller flushes).
   bool noteAppendedLocked();
   Status errorLocked() const;
@@ -164,6 +215,19 @@ private:
   std::unordered_set<int64_t> typedRefs;
   std::vector<plan::MeshOrigin> origins;
   std::vector<plan::OpSchema> schemas;
+
+  // Bodies being recorded (innermost last); the refs of ended ones that
+  // live only inside calls; deletes deferred to a body's end.
+  struct Body {
+    int64_t firstLocal;
+    plan::Recording recording;
+  };
+  std::vector<Body> bodies;
+  std::vector<std::pair<int64_t, int64_t>> localRanges;
+  std::unordered_set<int64_t> boundResults;
+  std::vector<Placed> deferredDeletes;
+  void releaseDeferredLocked(const std::unordered_set<int64_t> &keep,
+                             std::vector<Placed> *orphans);
 };
 
 } // namespace monarch::frontend

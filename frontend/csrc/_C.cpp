@@ -13,8 +13,8 @@
 //                                    | ("proc_failure", rank, message)
 //   c.size(); c.pids(); c.procs_capsule(); c.host_mesh_capsule(); c.stop()
 //
-//   s = InstructionStream(c, max_batch=256, max_delay_us=500)  # or (None): record
-//   t = s.define_op(call_op_bytes, [(dtype, shape), ...])  # a template
+//   s = InstructionStream(c, max_batch=256, max_delay_us=500)  # or (None):
+//   record t = s.define_op(call_op_bytes, [(dtype, shape), ...])  # a template
 //   loc = s.location("prog.py:12")
 //   id = s.op(t, mesh, stream, loc, (x, w), (y,))      # InstructionStream.h
 //   id = s.raw(instruction_bytes, [(ref, dtype, shape), ...])
@@ -22,6 +22,13 @@
 //   s.declare(program_bytes); s.mesh_origin(mesh, parent, kind, spec)
 //   s.op_schema(name, overload, [(arg, default Value bytes or None), ...])
 //   s.traced("main") -> TracedProgram bytes            (recording only)
+//   s.begin_body(first_local_ref)                      # a compiled step
+//   (formals, orphans, fetches, canonical, defined) = s.end_body(id, results,
+//                                                   end_local_ref, previous)
+//   s.abort_body(end_local_ref); s.body_depth; s.body_size
+//   id = s.call_recording(recording, actuals, results)
+//   (instructions, locals, next_local) = expand_call(recording_bytes, actuals,
+//                                                    results, next_local)
 //
 //===----------------------------------------------------------------------===//
 
@@ -29,6 +36,7 @@
 
 #include "monarch/runtime/host/AttachHosts.h"
 #include "monarch/tensor/Controller.h"
+#include "monarch/tensor/Plan.h"
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -36,9 +44,9 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
-#include <tuple>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -267,7 +275,8 @@ public:
     monarch::frontend::BatchSink sink;
     monarch::frontend::InstructionStreamOptions options;
     options.maxBatch = maxBatch;
-    options.maxDelay = std::chrono::microseconds(std::max<int64_t>(maxDelayUs, 0));
+    options.maxDelay =
+        std::chrono::microseconds(std::max<int64_t>(maxDelayUs, 0));
     if (py::isinstance<PyController>(target)) {
       PyController *controller = target.cast<PyController *>();
       sink = [controller](const plan::InstructionBatch &b) {
@@ -321,9 +330,10 @@ public:
         stream->op(templateId, mesh, streamId, locationId, inputs, results));
   }
 
-  int64_t raw(const py::bytes &instruction,
-              const std::vector<std::tuple<int64_t, int64_t,
-                                           std::vector<int64_t>>> &types) {
+  int64_t
+  raw(const py::bytes &instruction,
+      const std::vector<std::tuple<int64_t, int64_t, std::vector<int64_t>>>
+          &types) {
     std::vector<plan::RefType> refTypes;
     for (const auto &[ref, dtype, shape] : types) {
       plan::RefType rt;
@@ -363,7 +373,8 @@ public:
   void declare(const py::bytes &programBytes) {
     plan::Program program;
     if (!program.ParseFromString(std::string(programBytes)))
-      throw py::value_error("declare: the bytes are not a serialized plan.Program");
+      throw py::value_error(
+          "declare: the bytes are not a serialized plan.Program");
     stream->declare(program);
   }
 
@@ -386,7 +397,8 @@ public:
       auto parts = spec.cast<py::tuple>();
       auto *sp = o.mutable_split();
       for (auto item : parts[0]) {
-        auto pair = item.cast<std::pair<std::string, std::vector<std::string>>>();
+        auto pair =
+            item.cast<std::pair<std::string, std::vector<std::string>>>();
         auto *d = sp->add_dims();
         d->set_name(pair.first);
         for (const auto &n : pair.second)
@@ -427,17 +439,19 @@ public:
   }
 
   /// arguments: [(name, serialized plan.Value default or None)].
-  void opSchema(const std::string &name, const std::string &overload,
-                const std::vector<std::pair<std::string, py::object>> &arguments) {
+  void
+  opSchema(const std::string &name, const std::string &overload,
+           const std::vector<std::pair<std::string, py::object>> &arguments) {
     plan::OpSchema schema;
     schema.set_name(name);
     schema.set_overload(overload);
     for (const auto &[argName, def] : arguments) {
       auto *a = schema.add_arguments();
       a->set_name(argName);
-      if (!def.is_none() &&
-          !a->mutable_default_value()->ParseFromString(std::string(def.cast<py::bytes>())))
-        throw py::value_error("op_schema: a default is not a serialized plan.Value");
+      if (!def.is_none() && !a->mutable_default_value()->ParseFromString(
+                                std::string(def.cast<py::bytes>())))
+        throw py::value_error(
+            "op_schema: a default is not a serialized plan.Value");
     }
     stream->opSchema(schema);
   }
@@ -448,6 +462,38 @@ public:
     return py::bytes(out);
   }
 
+  // -- compiled steps (InstructionStream::beginBody) ---------------------
+  void beginBody(int64_t firstLocalRef) { stream->beginBody(firstLocalRef); }
+
+  /// (formals, orphans as (ref, mesh, stream), fetches, canonical bytes,
+  /// defined).
+  py::tuple endBody(int64_t id, const std::vector<int64_t> &results,
+                    int64_t endLocalRef, const py::object &previous) {
+    std::optional<std::string> prev;
+    if (!previous.is_none())
+      prev = std::string(previous.cast<py::bytes>());
+    monarch::Expected<InstructionStream::EndedBody> ended = [&] {
+      py::gil_scoped_release release;
+      return stream->endBody(id, results, endLocalRef, prev);
+    }();
+    InstructionStream::EndedBody e = unwrap(std::move(ended));
+    std::vector<std::tuple<int64_t, int64_t, int64_t>> orphans;
+    for (const auto &o : e.orphans)
+      orphans.emplace_back(o.ref, o.mesh, o.stream);
+    return py::make_tuple(e.formals, orphans, e.fetches, py::bytes(e.canonical),
+                          e.defined);
+  }
+
+  void abortBody(int64_t endLocalRef) { stream->abortBody(endLocalRef); }
+  int64_t bodyDepth() const { return stream->bodyDepth(); }
+  int64_t bodySize() const { return stream->bodySize(); }
+
+  int64_t callRecording(int64_t recording, const std::vector<int64_t> &actuals,
+                        const std::vector<int64_t> &results) {
+    py::gil_scoped_release release;
+    return unwrap(stream->callRecording(recording, actuals, results));
+  }
+
   int64_t issued() const { return stream->issued(); }
   bool recording() const { return stream->recording(); }
 
@@ -455,6 +501,43 @@ private:
   std::unique_ptr<InstructionStream> stream;
   std::shared_ptr<py::object> pySink; ///< released with the GIL held
 };
+
+/// One call of a recording as the instructions it stands for: formals and
+/// results renamed to the call's refs, every other ref to a fresh local
+/// (negative, from `nextLocal` down) -- what the executor does
+/// (Executor.cpp callRecording), for the in-process simulation. Returns
+/// (instruction bytes, locals to free after the call, next local).
+py::tuple expandCall(const py::bytes &recordingBytes,
+                     const std::vector<int64_t> &actuals,
+                     const std::vector<int64_t> &results, int64_t nextLocal) {
+  plan::Recording rec;
+  if (!rec.ParseFromString(std::string(recordingBytes)))
+    throw py::value_error("expand_call: the bytes are not a plan.Recording");
+  if (static_cast<size_t>(rec.formals_size()) != actuals.size() ||
+      static_cast<size_t>(rec.results_size()) != results.size())
+    throw py::value_error("recording " + std::to_string(rec.id()) +
+                          " called with the wrong number of refs");
+  std::unordered_map<int64_t, int64_t> rename;
+  for (int k = 0; k < rec.formals_size(); ++k)
+    rename[rec.formals(k)] = actuals[k];
+  for (int k = 0; k < rec.results_size(); ++k)
+    rename[rec.results(k)] = results[k];
+  std::vector<int64_t> locals;
+  py::list out;
+  for (const auto &b : rec.body()) {
+    plan::Instruction copy = b;
+    monarch::tensor::mapRefs(copy, [&](int64_t r) {
+      auto [it, inserted] = rename.emplace(r, 0);
+      if (inserted) {
+        it->second = nextLocal--;
+        locals.push_back(it->second);
+      }
+      return it->second;
+    });
+    out.append(py::bytes(copy.SerializeAsString()));
+  }
+  return py::make_tuple(out, locals, nextLocal);
+}
 
 } // namespace
 
@@ -488,9 +571,10 @@ PYBIND11_MODULE(_C, m) {
                std::vector<std::pair<int64_t, std::vector<int64_t>>>{})
       .def("location", &PyStream::location)
       .def("op", &PyStream::op)
-      .def("raw", &PyStream::raw, py::arg("instruction"),
-           py::arg("types") =
-               std::vector<std::tuple<int64_t, int64_t, std::vector<int64_t>>>{})
+      .def(
+          "raw", &PyStream::raw, py::arg("instruction"),
+          py::arg("types") =
+              std::vector<std::tuple<int64_t, int64_t, std::vector<int64_t>>>{})
       .def("delete_ref", &PyStream::deleteRef)
       .def("flush", &PyStream::flush)
       .def("close", &PyStream::close)
@@ -498,6 +582,16 @@ PYBIND11_MODULE(_C, m) {
       .def("mesh_origin", &PyStream::meshOrigin)
       .def("op_schema", &PyStream::opSchema)
       .def("traced", &PyStream::traced, py::arg("entry") = "main")
+      .def("begin_body", &PyStream::beginBody, py::arg("first_local_ref"))
+      .def("end_body", &PyStream::endBody, py::arg("id"), py::arg("results"),
+           py::arg("end_local_ref"), py::arg("previous") = py::none())
+      .def("abort_body", &PyStream::abortBody, py::arg("end_local_ref"))
+      .def_property_readonly("body_depth", &PyStream::bodyDepth)
+      .def_property_readonly("body_size", &PyStream::bodySize)
+      .def("call_recording", &PyStream::callRecording, py::arg("recording"),
+           py::arg("actuals"), py::arg("results"))
       .def_property_readonly("issued", &PyStream::issued)
       .def_property_readonly("recording", &PyStream::recording);
+  m.def("expand_call", &expandCall, py::arg("recording"), py::arg("actuals"),
+        py::arg("results"), py::arg("next_local"));
 }

@@ -289,4 +289,133 @@ TEST(InstructionStream, ClosedStreamsRefuse) {
   EXPECT_EQ(s.op(*t, 0, 0, 0, {1, 1}, {3}).status().code(), ErrorCode::Closed);
 }
 
+// A compiled step: the body's ops become a DefineRecording whose formals are
+// the refs from before it; later calls are one CallRecording each.
+TEST(InstructionStream, BodiesBecomeRecordingsWithFormals) {
+  Sink sink;
+  InstructionStream s(sink.fn(), noTimer());
+  auto t = s.defineOp(addTemplate(), {});
+  ASSERT_TRUE(t.ok());
+  int64_t loc = s.location("step.py:1");
+  ASSERT_TRUE(s.op(*t, 0, 0, loc, {1, 1}, {2}).ok()); // before the body
+  s.beginBody(10);
+  EXPECT_EQ(s.bodyDepth(), 1);
+  ASSERT_TRUE(s.op(*t, 0, 0, loc, {2, 3}, {10}).ok());  // reads 2 and 3
+  ASSERT_TRUE(s.op(*t, 0, 0, loc, {10, 2}, {11}).ok()); // 10 is its own
+  s.deleteRef(10, 0, 0);                                // local: never sent
+  auto ended = s.endBody(7, {11}, 12, std::nullopt);
+  ASSERT_TRUE(ended.ok()) << ended.status().toString();
+  EXPECT_EQ(s.bodyDepth(), 0);
+  EXPECT_EQ(ended->formals, (std::vector<int64_t>{2, 3}));
+  EXPECT_TRUE(ended->defined);
+  EXPECT_TRUE(ended->orphans.empty());
+  auto call = s.callRecording(7, {2, 3}, {20});
+  ASSERT_TRUE(call.ok());
+  s.deleteRef(11, 0, 0); // a result: bound outside, deleted like any ref
+  ASSERT_TRUE(s.flush().isOk());
+  auto all = sink.all();
+  ASSERT_EQ(all.size(), 4u); // op, define, call, delete of 11
+  EXPECT_TRUE(all[0].has_call_op());
+  ASSERT_TRUE(all[1].has_define_recording());
+  const auto &rec = all[1].define_recording().recording();
+  EXPECT_EQ(rec.id(), 7);
+  ASSERT_EQ(rec.body_size(), 2);
+  EXPECT_EQ(rec.formals_size(), 2);
+  ASSERT_EQ(rec.results_size(), 1);
+  EXPECT_EQ(rec.results(0), 11);
+  ASSERT_TRUE(all[2].has_call_recording());
+  EXPECT_EQ(all[2].call_recording().actuals(1), 3);
+  EXPECT_EQ(all[2].call_recording().results(0), 20);
+  ASSERT_TRUE(all[3].has_delete_refs());
+  ASSERT_EQ(all[3].delete_refs().refs_size(), 1);
+  EXPECT_EQ(all[3].delete_refs().refs(0), 11);
+}
+
+// Deleting a ref from before the body waits for its end: a formal becomes
+// the caller's (an orphan), any other ref is deleted then.
+TEST(InstructionStream, DeletesDuringABodyWaitForItsEnd) {
+  Sink sink;
+  InstructionStream s(sink.fn(), noTimer());
+  auto t = s.defineOp(addTemplate(), {});
+  ASSERT_TRUE(t.ok());
+  int64_t loc = s.location("");
+  s.beginBody(10);
+  ASSERT_TRUE(s.op(*t, 0, 0, loc, {1, 1}, {10}).ok());
+  s.deleteRef(1, 0, 0); // read by the body
+  s.deleteRef(2, 0, 0); // not read
+  ASSERT_TRUE(s.flush().isOk());
+  EXPECT_TRUE(sink.all().empty()); // nothing of the body left
+  auto ended = s.endBody(1, {10}, 11, std::nullopt);
+  ASSERT_TRUE(ended.ok());
+  ASSERT_EQ(ended->orphans.size(), 1u);
+  EXPECT_EQ(ended->orphans[0].ref, 1);
+  ASSERT_TRUE(s.flush().isOk());
+  auto all = sink.all();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_TRUE(all[0].has_define_recording());
+  ASSERT_TRUE(all[1].has_delete_refs());
+  ASSERT_EQ(all[1].delete_refs().refs_size(), 1);
+  EXPECT_EQ(all[1].delete_refs().refs(0), 2);
+}
+
+// Two traces of the same program have one canonical form, so the second
+// defines nothing; a different program defines anew.
+TEST(InstructionStream, EqualBodiesAreDefinedOnce) {
+  Sink sink;
+  InstructionStream s(sink.fn(), noTimer());
+  auto t = s.defineOp(addTemplate(), {});
+  ASSERT_TRUE(t.ok());
+  int64_t loc = s.location("step.py:4");
+  auto trace = [&](int64_t first, int64_t input, int ops,
+                   const std::optional<std::string> &previous) {
+    s.beginBody(first);
+    int64_t last = input;
+    for (int k = 0; k < ops; ++k) {
+      EXPECT_TRUE(s.op(*t, 0, 0, loc, {last, last}, {first + k}).ok());
+      last = first + k;
+    }
+    auto e = s.endBody(first, {last}, first + ops, previous);
+    EXPECT_TRUE(e.ok());
+    return *e;
+  };
+  auto a = trace(100, 1, 3, std::nullopt);
+  auto b = trace(200, 5, 3, a.canonical); // other refs, same program
+  auto c = trace(300, 5, 4, a.canonical);
+  EXPECT_TRUE(a.defined);
+  EXPECT_EQ(a.canonical, b.canonical);
+  EXPECT_FALSE(b.defined);
+  EXPECT_EQ(b.formals, (std::vector<int64_t>{5}));
+  EXPECT_NE(c.canonical, a.canonical);
+  EXPECT_TRUE(c.defined);
+  ASSERT_TRUE(s.flush().isOk());
+  int defines = 0;
+  for (const auto &i : sink.all())
+    defines += i.has_define_recording();
+  EXPECT_EQ(defines, 2);
+}
+
+TEST(InstructionStream, BodyErrorsAndAborts) {
+  Sink sink;
+  InstructionStream s(sink.fn(), noTimer());
+  auto t = s.defineOp(addTemplate(), {});
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(s.endBody(1, {}, 1, std::nullopt).status().code(),
+            ErrorCode::Invalid); // no body
+  s.beginBody(10);
+  ASSERT_TRUE(s.op(*t, 0, 0, s.location(""), {1, 1}, {10}).ok());
+  EXPECT_EQ(s.endBody(1, {3}, 11, std::nullopt).status().code(),
+            ErrorCode::Invalid); // 3 is not the body's
+  s.beginBody(20);
+  ASSERT_TRUE(s.op(*t, 0, 0, s.location(""), {1, 1}, {20}).ok());
+  s.deleteRef(1, 0, 0);
+  s.abortBody(21);
+  EXPECT_EQ(s.bodyDepth(), 0);
+  s.deleteRef(20, 0, 0); // never existed anywhere: not sent
+  ASSERT_TRUE(s.flush().isOk());
+  auto all = sink.all();
+  ASSERT_EQ(all.size(), 1u); // the deferred delete of 1 went out
+  ASSERT_TRUE(all[0].has_delete_refs());
+  EXPECT_EQ(all[0].delete_refs().refs(0), 1);
+}
+
 } // namespace

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(_root, "examples", "pipeline"))
 import model  # noqa: E402
 import run as job  # noqa: E402
 
+from monarch._src.tensor.session import backend_available  # noqa: E402
 from monarch._src.tensor.trace_api import find_monarch_opt  # noqa: E402
 
 RTOL = 1e-4
@@ -179,6 +180,42 @@ def test_run_py_prints_losses_and_summary(tmp_path, capsys, device):
     assert rc == 0
     assert "step   2  loss" in out
     assert "pipeline bubble" in out and "theory (p-1)/(m+p-1) = 0.200" in out
+    assert "(OK, tolerance 1e-4)" in out
+
+
+@pytest.mark.parametrize(
+    "dp,schedule,optimizer",
+    [(2, "gpipe", "sgd"), (1, "1f1b", "adam"), (2, "1f1b", "sgd")],
+)
+def test_compiled_step_matches_single_process(dp, schedule, optimizer, device):
+    """The step monarch.compile'd and called from Python (the documented form
+    of a long job): the same losses as the single-process run, one
+    instruction per step once stable."""
+    if not backend_available("c"):
+        pytest.skip("monarch._C is not built")
+    from monarch.actor import this_host
+
+    cfg = model.Config(dp=dp, schedule=schedule, optimizer=optimizer, steps=6, device=device,
+                       lr=0.05 if optimizer == "sgd" else 0.01)
+    mesh = this_host().spawn_procs(cfg.shape())
+    try:
+        issued = []
+        futs = model.train(cfg, mesh, compiled=True,
+                           on_step=lambda k, f: issued.append(mesh._session.issued))
+        losses = [f.get().item() for f in futs]
+    finally:
+        mesh.stop()
+    _check(losses, model.reference(cfg))
+    assert [b - a for a, b in zip(issued[3:], issued[4:])] == [1] * (cfg.steps - 4)
+
+
+def test_run_py_compiled_step(capsys, device):
+    if not backend_available("c"):
+        pytest.skip("monarch._C is not built")
+    rc = job.main(["--compiled-step", "--steps", "8", "--reference", "--device", device])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "step     7  loss" in out and "1.00 instructions issued per step" in out
     assert "(OK, tolerance 1e-4)" in out
 
 

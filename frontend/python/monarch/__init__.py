@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Dict, Tuple
 # public name -> (module under monarch._src, attribute)
 _PUBLIC: Dict[str, Tuple[str, str]] = {
     "Borrow": ("tensor.borrows", "Borrow"),
-    "Compiled": ("tensor.trace_api", "Compiled"),
+    "Compiled": ("tensor.compiled", "Compiled"),
     "Future": ("common.future", "Future"),
     "MonarchUsageError": ("common.errors", "MonarchUsageError"),
     "ProcMesh": ("actor.proc_mesh", "ProcMesh"),
@@ -33,7 +33,7 @@ _PUBLIC: Dict[str, Tuple[str, str]] = {
     "SupervisionError": ("common.errors", "SupervisionError"),
     "Tensor": ("tensor.api", "DTensor"),
     "Trace": ("tensor.trace_api", "Trace"),
-    "compile": ("tensor.trace_api", "compile"),
+    "compile": ("tensor.compiled", "compile"),
     "fetch_shard": ("tensor.api", "fetch_shard"),
     "get_active_stream": ("tensor.streams", "get_active_stream"),
     "grad_generator": ("tensor.api", "grad_generator"),
@@ -71,4 +71,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._src.tensor.borrows import Borrow
     from ._src.tensor.remote import Remote, remote
     from ._src.tensor.streams import Stream, get_active_stream
-    from ._src.tensor.trace_api import Compiled, Trace, compile, trace
+    from ._src.tensor.compiled import Compiled, compile
+    from ._src.tensor.trace_api import Trace, trace

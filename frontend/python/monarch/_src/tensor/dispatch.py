@@ -173,7 +173,7 @@ class OpInfo:
     """What dispatch needs of an op's schema, computed once per op."""
 
     __slots__ = ("name", "overload", "what", "arg_types", "arg_names", "written",
-                 "metadata", "lift", "device_from_input", "returns_tensor")
+                 "metadata", "lift", "device_from_input", "returns_tensor", "controller_only")
 
     def __init__(self, func: Any):
         schema = func._schema
@@ -189,6 +189,9 @@ class OpInfo:
         self.lift = self.name in _LIFT
         self.device_from_input = self.name in DEVICE_FROM_INPUT
         self.returns_tensor = [str(r.type) == "Tensor" for r in schema.returns]
+        #: The profiler's record_function markers (torch.optim wraps every
+        #: step in one): bookkeeping of the controller, never a mesh op.
+        self.controller_only = self.name.startswith("profiler::")
 
 
 def op_info(func: Any) -> OpInfo:
@@ -314,6 +317,9 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
     info = func.__dict__.get("_monarch_info")
     if info is None:
         info = op_info(func)
+    if info.controller_only:
+        with modes.local():
+            return func(*args, **kwargs)
     try:
         sig, dts = signature(args, kwargs)
     except _Uncacheable:

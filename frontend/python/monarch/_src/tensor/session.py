@@ -11,9 +11,11 @@ While tracing, a session without workers only hands out ids.
 
 from __future__ import annotations
 
+import collections
 import os
 import time
-from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
+import weakref
+from typing import Any, Deque, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..backend import workers as c_backend
 from ..backend.plan import plan
@@ -65,6 +67,32 @@ class FetchSource(Source):
                             f"at {self._location})")
 
 
+class BodyFetchSource(Source):
+    """A fetch issued while a compiled step is traced: its value exists only
+    once a call of the step has run (compiled.py hands each call a future)."""
+
+    def __init__(self, location: str):
+        self._location = location
+        self.default_timeout = None
+
+    def wait(self, future: Future[Any], timeout: Optional[float]) -> None:
+        raise self.error()
+
+    def ready(self, future: Future[Any]) -> bool:
+        return False
+
+    def timeout_error(self, timeout: Optional[float]) -> BaseException:
+        return self.error()
+
+    def error(self) -> BaseException:
+        from ..common.errors import usage
+        return usage(
+            "GET_IN_COMPILED_STEP",
+            f"get() of a value fetched inside a compiled step (fetched at {self._location}): "
+            "the step is traced once and replayed, so Python cannot branch on its values; "
+            "return the future from the step and get() it after the call")
+
+
 _HOST_WORKER_KEYS = ("python", "pythonpath")
 
 
@@ -75,6 +103,10 @@ class HostWorkers(NamedTuple):
     capsule: Any
     python: str
     pythonpath: List[str]
+
+
+#: The sessions with workers now (compiled steps find theirs here).
+live_sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
 
 
 class Session:
@@ -105,6 +137,12 @@ class Session:
         self._next_stream = 1
         self._next_borrow = 1
         self._futures: Dict[int, Future[Any]] = {}
+        #: Fetches inside compiled steps: per body fetch id, the futures of
+        #: the calls issued so far (each call's reply comes in call order).
+        self._body_futures: Dict[int, Deque[Future[Any]]] = {}
+        #: The compiled step being traced (compiled.BodyTrace), if any.
+        self.body: Any = None
+        self._next_recording = 1
         #: The instruction stream (None: no workers, nothing is sent).
         self.stream: Any = None
         #: Per stream: {(code object, line): location id}.
@@ -144,6 +182,7 @@ class Session:
             recording.add(self)
         elif workers:
             self.start_backend()
+            live_sessions.add(self)
 
     # -- backend ---------------------------------------------------------------
     def start_backend(self, program: Any = None) -> None:
@@ -190,6 +229,7 @@ class Session:
         return self._backend is not None
 
     def stop(self) -> None:
+        live_sessions.discard(self)
         if self._backend is not None:
             try:
                 if self.stream is not None:
@@ -386,6 +426,11 @@ class Session:
         if self.recording is not None:
             shape, dtype = meta if meta is not None else ((), None)
             return Future.ready(TracedValue(self.send(inst), tuple(shape), dtype))
+        if self.body is not None:  # a compiled step: each call gets a future
+            placeholder: Future[Any] = Future(BodyFetchSource(location))
+            self.body.fetched.append(placeholder)
+            self.send(inst)
+            return placeholder
         fut: Future[Any] = Future(FetchSource(self, location))
         fut.source_device = ""  # type: ignore[attr-defined]
         iid = self.send(inst)
@@ -393,15 +438,34 @@ class Session:
         self.flush()  # a fetch goes out now: someone waits for it
         return fut
 
+    def new_recording(self) -> int:
+        r = self._next_recording
+        self._next_recording += 1
+        return r
+
+    def expect_body_fetch(self, fetch_id: int, location: str) -> Future[Any]:
+        """The future of the next reply to the body fetch ``fetch_id``."""
+        fut: Future[Any] = Future(FetchSource(self, location))
+        fut.source_device = ""  # type: ignore[attr-defined]
+        q = self._body_futures.get(fetch_id)
+        if q is None:
+            q = self._body_futures[fetch_id] = collections.deque()
+        q.append(fut)
+        return fut
+
     # -- events ----------------------------------------------------------------
     def _handle(self, event: Any) -> None:
         if event[0] == "proc_failure":
             _, rank, message = event
             self.dead = SupervisionError.worker_died(rank, message)
-            for fut in self._futures.values():
+            pending = list(self._futures.values())
+            for q in self._body_futures.values():
+                pending.extend(q)
+            for fut in pending:
                 if not fut._complete:
                     fut._set(error=self.dead)
             self._futures.clear()
+            self._body_futures.clear()
             return
         ev = plan.WorkerEvent()
         ev.ParseFromString(event[1])
@@ -410,7 +474,10 @@ class Session:
             reply = ev.fetch
             fut = self._futures.pop(reply.instruction, None)
             if fut is None:
-                return
+                q = self._body_futures.get(reply.instruction)
+                if not q:
+                    return
+                fut = q.popleft()
             if reply.WhichOneof("result") == "value":
                 #: Where the value lived on the worker ("cpu", "cuda:0"); the
                 #: value itself is always on the controller's CPU.

@@ -55,7 +55,8 @@ class SimBackend:
         self.borrows: Dict[Tuple[int, int], int] = {}
         self.events: Deque[Tuple[str, bytes]] = collections.deque()
         self.memory_cap = memory_cap
-        self.recordings: Dict[int, Any] = {}
+        self.recordings: Dict[int, bytes] = {}  # DefineRecording id -> Recording bytes
+        self._next_local = -1  # refs local to a recording call, as the executor's
 
     # -- controller interface ------------------------------------------------------
     def size(self) -> int:
@@ -180,6 +181,13 @@ class SimBackend:
                 for r in self.refs:
                     self._event(r, status=inst.id)
             return
+        if kind == "define_recording":
+            rec = inst.define_recording.recording
+            self.recordings[rec.id] = rec.SerializeToString()
+            return
+        if kind == "call_recording":
+            self._call_recording(inst)
+            return
         if kind == "reduce":
             self._reduce(inst)
             return
@@ -188,6 +196,35 @@ class SimBackend:
             return
         for rank in self._ranks(inst.mesh):
             getattr(self, "_" + kind)(rank, inst)
+
+    def _call_recording(self, inst: "plan.Instruction") -> None:
+        """The body renamed (``_C.expand_call``, the executor's renaming),
+        run instruction by instruction; its locals freed after."""
+        call = inst.call_recording
+        rec = self.recordings.get(call.recording)
+        ranks = range(self.root.size())
+        if rec is None:
+            for rank in ranks:
+                self._fail(rank, inst, list(call.results),
+                           f"unknown recording {call.recording}")
+            return
+        from ..backend import workers as c_backend
+        try:
+            body, locals_, self._next_local = c_backend.c_module().expand_call(
+                rec, list(call.actuals), list(call.results), self._next_local)
+        except ValueError as e:
+            for rank in ranks:
+                self._fail(rank, inst, list(call.results), str(e))
+            return
+        where = f" (recording {call.recording}, call {inst.id})"
+        for b in body:
+            step = plan.Instruction()
+            step.ParseFromString(b)
+            step.location = step.location + where
+            self.execute(step)
+        for rank in ranks:
+            for r in locals_:
+                self.refs[rank].pop(r, None)
 
     def _call_op(self, rank: int, inst: "plan.Instruction") -> None:
         call = inst.call_op

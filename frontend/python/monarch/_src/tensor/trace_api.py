@@ -1,8 +1,7 @@
-"""``monarch.trace(fn, *args)`` and ``monarch.compile(fn)``."""
+"""``monarch.trace(fn, *args)``: a program captured to MLIR; ``run_plan``."""
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import subprocess
@@ -119,27 +118,6 @@ def trace(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Trace:
     with tracing(recording):
         result = fn(*args, **kwargs)
     return Trace(recording.traced("main"), result, name="main")
-
-
-class Compiled:
-    """``monarch.compile(fn)``: call it to run eagerly, or trace it to MLIR."""
-
-    def __init__(self, fn: Callable[..., Any]):
-        self.fn = fn
-        functools.update_wrapper(self, fn)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.fn(*args, **kwargs)
-
-    def trace(self, *args: Any, **kwargs: Any) -> Trace:
-        return trace(self.fn, *args, **kwargs)
-
-    def to_mlir(self, *args: Any, **kwargs: Any) -> str:
-        return self.trace(*args, **kwargs).to_mlir()
-
-
-def compile(fn: Callable[..., Any]) -> Compiled:
-    return Compiled(fn)
 
 
 def run_plan(plan_bytes: bytes, backend: Optional[str] = None, memory_cap: int = 0,
