@@ -27,6 +27,8 @@ def test_spawn_procs_kwargs_and_errors():
     assert m.sizes == {"gpus": 3}
     with pytest.raises(ValueError, match="positive size"):
         this_host().spawn_procs({"gpu": 0}, backend="sim")
+    with pytest.raises(TypeError, match="'gpu' must have an int size, got str"):
+        this_host().spawn_procs({"gpu": "2"}, backend="sim")
     with pytest.raises(ValueError):
         this_host().spawn_procs({}, backend="sim")
     with pytest.raises(TypeError):

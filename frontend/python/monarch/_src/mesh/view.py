@@ -51,7 +51,8 @@ class MeshView:
         stride = 1
         for name, size in reversed(list(shape)):
             dims.append(Dim(name, size, stride))
-            stride *= max(size, 1)
+            # create() says what is wrong with a size that is not an int.
+            stride *= max(size, 1) if isinstance(size, int) else 1
         dims.reverse()
         return MeshView.create(0, dims)
 
