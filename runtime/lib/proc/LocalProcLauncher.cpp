@@ -5,6 +5,7 @@
 
 #include <asio.hpp>
 
+#include <algorithm>
 #include <condition_variable>
 #include <csignal>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -235,6 +237,20 @@ Status errnoStatus(const std::string &what) {
 
 } // namespace
 
+void closeDescriptorsFrom(int lowest) {
+#ifdef SYS_close_range
+  if (::syscall(SYS_close_range, static_cast<unsigned>(lowest), ~0U, 0) == 0)
+    return;
+#endif
+  rlimit limit{};
+  long max = 65536;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+      limit.rlim_cur != RLIM_INFINITY)
+    max = static_cast<long>(std::min<rlim_t>(limit.rlim_cur, 1u << 20));
+  for (long fd = lowest; fd < max; ++fd)
+    ::close(static_cast<int>(fd));
+}
+
 Expected<std::unique_ptr<LaunchedProc>>
 LocalProcLauncher::launch(const ProcLaunchSpec &spec) {
   if (::access(spec.workerPath.c_str(), X_OK) != 0)
@@ -301,6 +317,7 @@ LocalProcLauncher::launch(const ProcLaunchSpec &spec) {
       else if (::dup2(f[0], f[1]) < 0)
         ::_exit(126);
     }
+    closeDescriptorsFrom(kBootstrapFd + 1);
     ::execve(path.c_str(), argv.data(), envp.data());
     ::_exit(127);
   }

@@ -93,6 +93,12 @@ private:
   asio::io_context &io;
 };
 
+/// Closes every file descriptor from `lowest` up. Async-signal-safe: for a
+/// child between fork and exec, so that it inherits its stdio (and the
+/// bootstrap pipe) only, never the parent's sockets, pidfds or files,
+/// whichever library opened them and whether or not they are close-on-exec.
+void closeDescriptorsFrom(int lowest);
+
 /// SIGKILLs and reaps every process the local launcher started that is still
 /// running (used when the controller fails; normally meshes stop their own).
 void killAllLocalProcs();

@@ -33,6 +33,12 @@ struct FrameLimits {
   uint32_t maxPayloadsPerMessage = 4096;
 };
 
+/// What a peer may send before it has authenticated: one control frame of a
+/// Handshake (two 32-byte fields) at a time, no payloads. So an
+/// unauthenticated connection holds at most one read's worth of memory, not
+/// the 16 MiB partial frame the limits above would allow.
+inline constexpr FrameLimits kHandshakeLimits{256, 0, 0};
+
 void writeFrameHeader(FrameKind kind, uint32_t length, uint8_t *out);
 
 /// A message laid out for a vectored write: `control` holds the control
