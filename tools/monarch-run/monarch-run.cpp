@@ -43,6 +43,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <new>
 #include <string>
 #include <unistd.h>
 
@@ -156,9 +157,7 @@ Expected<plan::Program> loadProgram(const Args &args) {
 #endif
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
+int runMain(int argc, char **argv) {
   Args args;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -360,4 +359,19 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "monarch-run: stopping workers: %s\n",
                  s.message().c_str());
   return rc;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // An allocation that fails (a plan asking for more than the machine has)
+  // is an error with exit status 2, never an abort.
+  try {
+    return runMain(argc, argv);
+  } catch (const std::bad_alloc &) {
+    std::fprintf(stderr, "monarch-run: out of memory\n");
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "monarch-run: %s\n", e.what());
+  }
+  return 2;
 }

@@ -40,6 +40,14 @@ Expected<ProcMesh> Host::spawnProcs(const Shape &shape,
   if (options.transport != "unix" && options.transport != "tcp")
     return Status(ErrorCode::Invalid,
                   "transport must be unix or tcp, not " + options.transport);
+  // Refused before anything forks: a mesh that does not fit on this host
+  // starts none of its procs (the launcher checks each fork as well).
+  if (!options.launcher)
+    if (Status room = checkLocalProcRoom(static_cast<int64_t>(n));
+        !room.isOk())
+      return Status(room.code(), "spawning proc mesh '" + name + "' of " +
+                                     std::to_string(n) +
+                                     " procs: " + room.message());
   auto launcher =
       options.launcher
           ? options.launcher

@@ -64,11 +64,12 @@ std::vector<std::string> dimsOf(const plan::Reduce &r) {
   return {r.dims().begin(), r.dims().end()};
 }
 
-/// The value an input ref contributes: its tensor, or zeros of the planned
-/// type with the error that replaced it.
+/// The value an input ref contributes: its tensor, or the error that
+/// replaced it and the device such a rank takes part on.
 struct Contribution {
   at::Tensor tensor;
   ErrorPtr error;
+  c10::Device device = c10::Device(c10::kCPU);
 };
 
 /// Where a rank whose input is unusable takes part (see the file comment):
@@ -142,10 +143,24 @@ Contribution contribution(const CollectiveEnv &env, int64_t ref,
   } catch (const std::exception &e) {
     c.error = env.fail(errorMessage(e));
   }
-  if (c.error)
-    c.tensor = at::zeros(
-        shape, at::TensorOptions().dtype(type).device(fallbackDevice(env)));
+  c.device = c.error ? fallbackDevice(env) : c.tensor.device();
   return c;
+}
+
+/// Zeros of the planned type for a rank that must take part without a usable
+/// input; an error (never an exception) when they cannot be allocated.
+Expected<at::Tensor> zerosOf(const plan::TensorMeta &meta,
+                             const c10::Device &device) {
+  std::vector<int64_t> shape(meta.shape().begin(), meta.shape().end());
+  try {
+    return at::zeros(shape, at::TensorOptions()
+                                .dtype(toScalarType(meta.dtype()))
+                                .device(device));
+  } catch (const std::exception &e) {
+    return Status(ErrorCode::Internal,
+                  "cannot allocate the planned " + shapeString(shape) +
+                      " input to take part with: " + errorMessage(e));
+  }
 }
 
 void bindError(const RefCells &table, const std::vector<int64_t> &refs,
@@ -184,9 +199,9 @@ uint64_t CommunicatorCache::nextTag(const std::string &key) {
 
 std::string checkReduce(const plan::Reduce &r, const mesh::MeshView &view) {
   auto dims = dimsOf(r);
-  auto groups = view.groups(dims);
-  if (!groups.ok())
-    return groups.error().message;
+  auto groupSize = view.groupSize(dims);
+  if (!groupSize.ok())
+    return groupSize.error().message;
   size_t ndims = dims.empty() ? view.ndim() : dims.size();
   bool stack = r.op() == plan::STACK;
   if ((stack || r.scatter()) && ndims > 1)
@@ -199,8 +214,7 @@ std::string checkReduce(const plan::Reduce &r, const mesh::MeshView &view) {
            "dim";
   if (r.in_place() && r.has_out())
     return "in-place reduce cannot also write to out=";
-  int64_t n =
-      groups->empty() ? 1 : static_cast<int64_t>(groups->front().size());
+  int64_t n = *groupSize;
   if (r.scatter()) {
     if (r.input_meta().shape_size() == 0)
       return "scatter needs a tensor with at least one dim";
@@ -302,15 +316,40 @@ void runReduce(const CollectiveEnv &env, const plan::Reduce &r,
   }
   const std::vector<int64_t> &ranks = group.value();
   int64_t n = static_cast<int64_t>(ranks.size());
-  // The input decides the backend (and an unusable one the fallback device).
   Contribution in = contribution(env, r.input(), r.input_meta(), "reduce");
-  Route route = routeFor(env, in.tensor.device());
+  // With a CPU backend every member learns of every member's error before
+  // the data moves (peerInputError); the result is then an error on all of
+  // them, so none moves data and none needs zeros of the planned shape
+  // (which may not fit: [2^40, 4] once made a failing rank miss the
+  // collective and its peers wait out the timeout). Without one, only the
+  // failing rank knows: it takes part with zeros so that no peer hangs.
+  bool everyoneKnows = env.backend && n >= 2;
+  ErrorPtr error = in.error;
+  if (everyoneKnows)
+    if (ErrorPtr peer = peerInputError(env, ranks, in.error))
+      error = peer;
+  if (error && (everyoneKnows || n == 1)) {
+    bindError(*env.table, targets, error);
+    return;
+  }
+  if (in.error) {
+    auto zeros = zerosOf(r.input_meta(), in.device);
+    if (!zeros.ok()) {
+      // This rank's result is its own error either way; its peers, which
+      // cannot know, meet the bounded wait of their collective.
+      bindError(*env.table, targets, in.error);
+      return;
+    }
+    in.tensor = *zeros;
+  }
+  // The input decides the backend (and an unusable one the fallback device).
+  Route route = routeFor(env, in.device);
   if (!route.backend) {
     bindError(*env.table, targets,
               in.error ? in.error : env.fail(route.missing));
     return;
   }
-  remember(env, in.tensor.device());
+  remember(env, in.device);
   std::string key =
       route.prefix + "s" + std::to_string(env.stream) + "/" + join(ranks);
   auto comm = env.cache->get(*route.backend, key, ranks, env.rank, route.queue);
@@ -320,9 +359,6 @@ void runReduce(const CollectiveEnv &env, const plan::Reduce &r,
   }
   Communicator &c = *comm.value();
 
-  ErrorPtr error = in.error;
-  if (ErrorPtr peer = peerInputError(env, ranks, in.error))
-    error = peer;
   const at::Tensor &input = in.tensor;
   std::vector<int64_t> shape(r.input_meta().shape().begin(),
                              r.input_meta().shape().end());
@@ -467,7 +503,7 @@ void runSend(const CollectiveEnv &env, const plan::SendTensor &s,
     auto *h = mine.data_ptr<int64_t>();
     h[0] = in.error ? 1 : 0;
     h[1] = in.error ? in.error->instruction : 0;
-    h[2] = in.tensor.is_cuda() ? 2 : 1;
+    h[2] = in.device.is_cuda() ? 2 : 1;
   }
   mine = mine.to(controlDevice);
   at::Tensor all = at::empty({static_cast<int64_t>(ranks.size()), 3},
