@@ -158,6 +158,8 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
       call->fail(bad);
     return bad;
   }
+  std::vector<transport::Message> messages;
+  messages.reserve(children.size());
   for (size_t i = 0; i < children.size(); ++i) {
     auto &child = children[i];
     bool last = i + 1 == children.size();
@@ -183,8 +185,37 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
     else
       m.payloads = payloads;
     m.awaited = call != nullptr;
-    (*links)[i]->send(std::move(m));
+    messages.push_back(std::move(m));
   }
+  // A message the link cannot encode would be dropped: fail the call with
+  // the reason instead. Sequence numbers are taken already, so the procs are
+  // told to skip them (nothing of this cast was sent).
+  for (const auto &m : messages) {
+    Status fits =
+        transport::checkEncodable(m, rt.transport().options().limits);
+    if (fits.isOk())
+      continue;
+    Status refused(fits.code(), "cannot send '" + endpoint + "' to mesh '" +
+                                    st.name + "': " + fits.message());
+    std::vector<std::string> numbered;
+    for (const auto &child : messages) {
+      numbered.push_back(child.envelope.cast().here().addr());
+      for (const auto &t : child.envelope.cast().subtree())
+        numbered.push_back(t.addr());
+    }
+    for (const auto &addr : numbered) {
+      transport::Message resync;
+      resync.envelope.set_sender(rt.senderId());
+      resync.envelope.mutable_resync()->set_next_seq(rt.peekSeq(addr));
+      if (auto link = rt.link(addr); link.ok())
+        (*link)->send(std::move(resync));
+    }
+    if (call)
+      call->fail(refused);
+    return refused;
+  }
+  for (size_t i = 0; i < messages.size(); ++i)
+    (*links)[i]->send(std::move(messages[i]));
   return call;
 }
 

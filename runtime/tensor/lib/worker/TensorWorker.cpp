@@ -184,6 +184,7 @@ void registerTensorWorker() {
           .constructor<proto::PortRef, plan::WorkerConfig>()
           .endpoint("declare", &TensorWorker::declare)
           .endpoint("submit", &TensorWorker::submit)
+          .system()
           .install();
   (void)registered;
 }

@@ -52,6 +52,12 @@ struct EncodedMessage {
   size_t totalBytes() const;
 };
 
+/// What encodeMessage would refuse about `message` (ok when nothing), found
+/// before it is queued, so that a caller can fail a call or turn a reply into
+/// an error instead of the link dropping it: a link logs and drops messages
+/// it cannot encode, which for a reply leaves its caller waiting.
+Status checkEncodable(const Message &message, const FrameLimits &limits = {});
+
 /// Fills in `payload_sizes` and serializes; fails for oversized parts.
 Expected<EncodedMessage> encodeMessage(Message message,
                                        const FrameLimits &limits = {});
