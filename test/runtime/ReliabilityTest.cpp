@@ -10,13 +10,20 @@
 #include "TestSupport.h"
 
 #include "monarch/runtime/proc/Runtime.h"
+#include "monarch/runtime/util/OwnedDirs.h"
 
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <dirent.h>
 #include <fcntl.h>
 #include <set>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
+
+extern char **environ;
 
 namespace monarch::test {
 namespace {
@@ -227,6 +234,275 @@ TEST(Descriptors, WorkersHoldNoneOfTheControllersSockets) {
   ::closedir(d);
   EXPECT_TRUE(first->stop().isOk());
   EXPECT_TRUE(second->stop().isOk());
+}
+
+
+//===----------------------------------------------------------------------===//
+// Hang detection (proc/Liveness.h).
+//===----------------------------------------------------------------------===//
+
+int64_t msSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t)
+      .count();
+}
+
+SpawnProcsOptions fastLiveness(const std::string &name) {
+  SpawnProcsOptions options = testProcOptions(name);
+  options.liveness.interval = 100ms;
+  options.liveness.deadline = 1000ms;
+  return options;
+}
+
+TEST(Liveness, AStoppedProcIsReportedAndCallsToItFailUntilItComesBack) {
+  auto procs = thisHost().spawnProcs({{"gpu", 2}}, fastLiveness("hang"));
+  ASSERT_TRUE(procs.ok());
+  EventLog events;
+  procs->supervise(events.hook());
+  auto echo = procs->spawn("echo", "Echo");
+  ASSERT_TRUE(echo.ok());
+  ASSERT_TRUE(echo->call<int64_t>("rank").get(10s).ok());
+  int pid = procs->pids()[1];
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  auto stoppedAt = Clock::now();
+  // A call in flight to the stuck proc: only its callers' timeout used to
+  // end it, and nothing said which proc was stuck.
+  auto inFlight = echo->slice("gpu", 1)->callOne<int64_t>("rank");
+  ASSERT_TRUE(events.waitFor(1, 5s)) << "never reported";
+  int64_t detectedMs = msSince(stoppedAt);
+  auto event = events.snapshot().front();
+  EXPECT_EQ(event.kind, SupervisionKind::Unresponsive);
+  EXPECT_EQ(event.mesh, "hang");
+  EXPECT_EQ(event.rank, 1);
+  EXPECT_GE(event.silentMs, 1000);
+  EXPECT_TRUE(contains(event.toString(), "unresponsive: no heartbeat for"))
+      << event.toString();
+  EXPECT_GE(detectedMs, 800);  // the deadline, less one heartbeat interval
+  EXPECT_LT(detectedMs, 2500); // the deadline plus a check and some slack
+  auto failed = inFlight.get(2s);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), ErrorCode::Supervision);
+  EXPECT_TRUE(contains(failed.status().message(), "rank 1 is unresponsive"))
+      << failed.status().message();
+  // New calls to it fail at once; the rest of the mesh answers.
+  auto start = Clock::now();
+  EXPECT_FALSE(echo->call<int64_t>("rank").get(2s).ok());
+  EXPECT_LT(msSince(start), 500);
+  auto other = echo->slice("gpu", 0)->callOne<int64_t>("rank").get(5s);
+  ASSERT_TRUE(other.ok()) << other.status().toString();
+  // It comes back: reported again, and calls to it work again.
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);
+  ASSERT_TRUE(events.waitFor(2, 5s));
+  auto back = events.snapshot()[1];
+  EXPECT_EQ(back.kind, SupervisionKind::Responsive);
+  EXPECT_EQ(back.rank, 1);
+  EXPECT_GE(back.silentMs, 1000);
+  auto again = echo->call<int64_t>("rank").get(5s);
+  ASSERT_TRUE(again.ok()) << again.status().toString();
+  EXPECT_EQ((*again)[1], 1);
+  EXPECT_EQ(events.snapshot().size(), 2u);
+  EXPECT_TRUE(procs->stop().isOk());
+}
+
+TEST(Liveness, TheDefaultsReportAHangWithinFiveSeconds) {
+  ::unsetenv("MONARCH_HEARTBEAT_MS");
+  ::unsetenv("MONARCH_UNRESPONSIVE_MS");
+  auto procs =
+      thisHost().spawnProcs({{"gpu", 1}}, testProcOptions("hangdefault"));
+  ASSERT_TRUE(procs.ok());
+  EventLog events;
+  procs->supervise(events.hook());
+  int pid = procs->pids()[0];
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  auto stoppedAt = Clock::now();
+  ASSERT_TRUE(events.waitFor(1, 10s));
+  int64_t detectedMs = msSince(stoppedAt);
+  EXPECT_EQ(events.snapshot().front().kind, SupervisionKind::Unresponsive);
+  EXPECT_LE(detectedMs, 5000);
+  EXPECT_GE(detectedMs, 3400);
+  std::printf("default hang detection: %lld ms after SIGSTOP\n",
+              static_cast<long long>(detectedMs));
+  // A stopped proc is still stopped (and killed) by stop().
+  auto start = Clock::now();
+  EXPECT_TRUE(procs->stop().isOk());
+  EXPECT_LT(msSince(start), 12000);
+}
+
+TEST(Liveness, BusyButRunningProcsAreNeverReported) {
+  auto procs = thisHost().spawnProcs({{"gpu", 2}}, fastLiveness("busy"));
+  ASSERT_TRUE(procs.ok());
+  EventLog events;
+  procs->supervise(events.hook());
+  auto echo = procs->spawn("echo", "Echo");
+  ASSERT_TRUE(echo.ok());
+  // Handlers that hold their actor for 3 s, longer than the deadline: the
+  // heartbeats come from the io thread, which a busy actor does not hold.
+  auto slow = echo->call<int64_t>("sleepMs", int64_t{3000}).get(20s);
+  ASSERT_TRUE(slow.ok()) << slow.status().toString();
+  EXPECT_EQ(events.snapshot().size(), 0u);
+  EXPECT_TRUE(procs->stop().isOk());
+  EXPECT_EQ(events.snapshot().size(), 0u);
+}
+
+
+//===----------------------------------------------------------------------===//
+// Cleanup on every exit path (util/OwnedDirs.h).
+//===----------------------------------------------------------------------===//
+
+/// This test binary run as a controller (TestMain.cpp's helper mode), with
+/// its stdout on a pipe: it reports its private directory and its procs.
+class ControllerProcess {
+public:
+  ControllerProcess() {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0)
+      return;
+    std::string exe = currentExecutable();
+    std::vector<char *> argv = {exe.data(), nullptr};
+    std::vector<std::string> envStrings = {"MONARCH_TEST_CONTROLLER=1"};
+    for (char **e = environ; *e; ++e)
+      envStrings.emplace_back(*e);
+    std::vector<char *> envp;
+    for (auto &e : envStrings)
+      envp.push_back(e.data());
+    envp.push_back(nullptr);
+    pid = ::fork();
+    if (pid == 0) {
+      ::dup2(out[1], STDOUT_FILENO);
+      ::execve(exe.c_str(), argv.data(), envp.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    reader = ::fdopen(out[0], "r");
+    char line[512];
+    while (reader && std::fgets(line, sizeof(line), reader)) {
+      std::string l(line);
+      if (!l.empty() && l.back() == '\n')
+        l.pop_back();
+      if (l.rfind("dir ", 0) == 0)
+        dir = l.substr(4);
+      else if (l.rfind("pid ", 0) == 0)
+        workers.push_back(std::stoi(l.substr(4)));
+      else if (l == "ready")
+        break;
+    }
+  }
+  ~ControllerProcess() {
+    if (pid > 0 && !reaped) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+    if (reader)
+      std::fclose(reader);
+  }
+  /// Sends `sig` and waits (bounded) for the process to end; its status.
+  int killAndWait(int sig) {
+    ::kill(pid, sig);
+    auto until = Clock::now() + 10s;
+    int status = 0;
+    while (Clock::now() < until) {
+      if (::waitpid(pid, &status, WNOHANG) == pid) {
+        reaped = true;
+        return status;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return -1;
+  }
+
+  pid_t pid = -1;
+  std::string dir;
+  std::vector<int> workers;
+
+private:
+  FILE *reader = nullptr;
+  bool reaped = false;
+};
+
+bool exists(const std::string &path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+/// Waits (bounded) until none of `pids` runs.
+bool allGone(const std::vector<int> &pids, std::chrono::milliseconds bound) {
+  auto until = Clock::now() + bound;
+  for (;;) {
+    bool any = false;
+    for (int p : pids)
+      any |= ::kill(p, 0) == 0;
+    if (!any)
+      return true;
+    if (Clock::now() > until)
+      return false;
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+class SignalCleanup : public ::testing::TestWithParam<int> {};
+
+TEST_P(SignalCleanup, AControllerEndedByASignalLeavesNoDirectoryOrProc) {
+  int sig = GetParam();
+  ControllerProcess controller;
+  ASSERT_FALSE(controller.dir.empty()) << "the helper did not start";
+  ASSERT_EQ(controller.workers.size(), 2u);
+  ASSERT_TRUE(exists(controller.dir));
+  int status = controller.killAndWait(sig);
+  ASSERT_NE(status, -1) << "the controller did not end";
+  // It still dies of the signal (the handler re-raises it)...
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << status;
+  // ...its directory is gone, and its procs follow it (PR_SET_PDEATHSIG).
+  EXPECT_FALSE(exists(controller.dir)) << controller.dir;
+  EXPECT_TRUE(allGone(controller.workers, 5s));
+}
+
+INSTANTIATE_TEST_SUITE_P(TermIntHup, SignalCleanup,
+                         ::testing::Values(SIGTERM, SIGINT, SIGHUP));
+
+TEST(Cleanup, AKilledControllersDirectoryIsRemovedByTheNextOne) {
+  ControllerProcess controller;
+  ASSERT_FALSE(controller.dir.empty()) << "the helper did not start";
+  int status = controller.killAndWait(SIGKILL);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_TRUE(allGone(controller.workers, 5s));
+  // Nothing ran in it: the directory is left...
+  ASSERT_TRUE(exists(controller.dir));
+  // ...until a monarch process makes its own (what the runtime's start
+  // does once per process) or reaps explicitly.
+  EXPECT_GE(reapStaleOwnedDirs(), 1);
+  EXPECT_FALSE(exists(controller.dir)) << controller.dir;
+  // A running owner's directory is never taken: this process's own.
+  std::string mine = makeOwnedDir("mine");
+  ASSERT_FALSE(mine.empty());
+  reapStaleOwnedDirs();
+  EXPECT_TRUE(exists(mine));
+  removeOwnedDir(mine);
+  EXPECT_FALSE(exists(mine));
+}
+
+TEST(Cleanup, OnlyDirectoriesOfGoneOwnersInThisPidNamespaceAreReaped) {
+  std::string ns = std::to_string(pidNamespaceId());
+  // A live process's (this test's parent shell would do; use pid 1), another
+  // namespace's, and a stranger's name are all left alone.
+  std::vector<std::string> kept = {
+      "/tmp/monarch-x-p" + ns + ".1-abcdef",
+      "/tmp/monarch-x-p" + std::to_string(pidNamespaceId() + 1) +
+          ".999999-abcdef",
+      "/tmp/monarch-unrelated-abcdef"};
+  // A pid that is not running (past pid_max's default range).
+  std::string gone = "/tmp/monarch-x-p" + ns + ".4194000-abcdef";
+  for (const auto &d : kept)
+    ASSERT_EQ(::mkdir(d.c_str(), 0700), 0) << d;
+  ASSERT_EQ(::mkdir(gone.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir((gone + "/nested").c_str(), 0700), 0);
+  std::FILE *f = std::fopen((gone + "/nested/file").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  reapStaleOwnedDirs();
+  EXPECT_FALSE(exists(gone));
+  for (const auto &d : kept) {
+    EXPECT_TRUE(exists(d)) << d;
+    ::rmdir(d.c_str());
+  }
 }
 
 } // namespace

@@ -320,6 +320,10 @@ int runMain(int argc, char **argv) {
     std::fprintf(stderr, "monarch-run: error: %s\n",
                  run::describeFailure(f).c_str());
   };
+  // Which worker is stuck, and when it is back (docs/runtime.md, Liveness).
+  observer.onLiveness = [](const ControllerEvent &e) {
+    std::fprintf(stderr, "monarch-run: %s\n", e.message.c_str());
+  };
   // Progress on long runs only: after 2 s, at most once a second.
   auto started = std::chrono::steady_clock::now();
   auto lastProgress = started;

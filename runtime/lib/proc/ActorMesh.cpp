@@ -4,6 +4,8 @@
 #include "monarch/runtime/proc/MeshState.h"
 #include "monarch/runtime/proc/Runtime.h"
 
+#include <algorithm>
+
 namespace monarch {
 
 Status meshErrorToStatus(const mesh::MeshError &error) {
@@ -67,10 +69,36 @@ firstHopLinks(Runtime &rt, const std::vector<proto::CastTarget> &targets,
 }
 } // namespace
 
+Status ActorMesh::broadcastLiveRaw(const std::string &endpoint,
+                                   proto::Value args,
+                                   PayloadList payloads) const {
+  // A proc may fail between choosing the ranks and sending: then choose
+  // again (each failure removes a rank, so this ends).
+  for (;;) {
+    std::vector<uint32_t> liveProcs = state->procs->liveProcs();
+    std::vector<int64_t> ranks;
+    for (int64_t r : state->liveRanks(meshView.ranks())) {
+      uint32_t proc = state->procRanks.at(static_cast<uint32_t>(r) /
+                                          state->perProc);
+      if (std::binary_search(liveProcs.begin(), liveProcs.end(), proc))
+        ranks.push_back(r);
+    }
+    if (ranks.empty())
+      return state->procs->checkProcs({}); // ok, or "stopped"
+    auto sent = castRaw(ranks, endpoint, args, payloads, Mode::None,
+                        /*toUnresponsive=*/true);
+    if (sent.ok())
+      return Status::ok();
+    if (sent.status().code() != ErrorCode::Supervision)
+      return sent.status();
+  }
+}
+
 Expected<std::shared_ptr<PendingCall>>
 ActorMesh::castRaw(const std::vector<int64_t> &ranks,
                    const std::string &endpoint, proto::Value args,
-                   PayloadList payloads, Mode mode) const {
+                   PayloadList payloads, Mode mode,
+                   bool toUnresponsive) const {
   ActorMeshState &st = *state;
   Runtime &rt = st.procs->rt;
   const uint32_t fanout = rt.fanout();
@@ -131,7 +159,7 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
       return tracked;
     }
   } else {
-    Status alive = st.procs->checkProcs(involved);
+    Status alive = st.procs->checkProcs(involved, toUnresponsive);
     if (!alive.isOk())
       return alive;
   }

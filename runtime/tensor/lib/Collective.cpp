@@ -24,6 +24,8 @@
 #include <ATen/ops/zeros.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <set>
 #include <sstream>
 
@@ -169,6 +171,43 @@ void bindError(const RefCells &table, const std::vector<int64_t> &refs,
     table.set(r, RefValue{at::Tensor(), error});
 }
 
+/// DESIGN.md §5 supervision for tensor meshes: a collective with a member
+/// whose process failed cannot complete. Every live member sees the same
+/// failure (the controller told them all) and fails it at once, with a
+/// supervision error naming that rank, instead of waiting for it; groups
+/// without it are untouched. Null when every member is alive.
+ErrorPtr failedMember(const CollectiveEnv &env, const char *what,
+                      const std::vector<int64_t> &ranks) {
+  if (!env.health || !env.failProc)
+    return nullptr;
+  auto failed = env.health->firstFailed(ranks);
+  if (!failed)
+    return nullptr;
+  return env.failProc(std::string(what) + " over ranks [" + join(ranks, ", ") +
+                          "] needs rank " + std::to_string(failed->first) +
+                          ", whose process failed: " + failed->second,
+                      failed->first);
+}
+
+/// The error of a collective that failed: a supervision error when a member
+/// is now known failed (its death broke the connection), else the backend's.
+ErrorPtr collectiveFailure(const CollectiveEnv &env, const char *what,
+                           const std::vector<int64_t> &ranks,
+                           const std::string &message) {
+  // A member's death often breaks the connection a moment before the
+  // controller's word of it arrives: on this error path only, give that
+  // word a bounded moment (a death is known within milliseconds).
+  constexpr auto kGrace = std::chrono::milliseconds(1000);
+  auto until = std::chrono::steady_clock::now() + kGrace;
+  for (;;) {
+    if (ErrorPtr failed = failedMember(env, what, ranks))
+      return failed;
+    if (!env.health || std::chrono::steady_clock::now() >= until)
+      return env.fail(message);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 } // namespace
 
 Expected<std::shared_ptr<Communicator>>
@@ -189,7 +228,29 @@ CommunicatorCache::get(CollectiveBackend &backend, const std::string &key,
     return comm;
   std::lock_guard<std::mutex> lock(mutex);
   comms.emplace(key, comm.value());
+  members.emplace(key, ranks);
   return comm;
+}
+
+void CommunicatorCache::abortWith(int64_t rank) {
+  std::vector<std::shared_ptr<Communicator>> doomed;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = comms.begin(); it != comms.end();) {
+      const auto &ranks = members[it->first];
+      if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) {
+        ++it;
+        continue;
+      }
+      // Dropped from the cache too: a group with a failed member is never
+      // used again (its collectives fail before they start).
+      doomed.push_back(std::move(it->second));
+      members.erase(it->first);
+      it = comms.erase(it);
+    }
+  }
+  for (auto &c : doomed)
+    c->abort();
 }
 
 uint64_t CommunicatorCache::nextTag(const std::string &key) {
@@ -258,14 +319,14 @@ ErrorPtr peerInputError(const CollectiveEnv &env,
   std::string key = "e" + std::to_string(env.stream) + "/" + join(ranks);
   auto comm = env.cache->get(*env.backend, key, ranks, env.rank, {});
   if (!comm.ok())
-    return env.fail(comm.status().message());
+    return collectiveFailure(env, "reduce", ranks, comm.status().message());
   int64_t flags[2] = {mine ? 1 : 0, mine ? mine->instruction : 0};
   std::vector<int64_t> all(2 * ranks.size());
   if (Status st =
           comm.value()->allgather(Buffer{flags, 2, plan::INT64},
                                   Buffer{all.data(), all.size(), plan::INT64});
       !st.isOk())
-    return env.fail(st.message());
+    return collectiveFailure(env, "reduce", ranks, st.message());
   size_t first = ranks.size();
   for (size_t i = 0; i < ranks.size() && first == ranks.size(); ++i)
     if (all[2 * i] != 0)
@@ -316,6 +377,10 @@ void runReduce(const CollectiveEnv &env, const plan::Reduce &r,
   }
   const std::vector<int64_t> &ranks = group.value();
   int64_t n = static_cast<int64_t>(ranks.size());
+  if (ErrorPtr failed = failedMember(env, "reduce", ranks)) {
+    bindError(*env.table, targets, failed);
+    return;
+  }
   Contribution in = contribution(env, r.input(), r.input_meta(), "reduce");
   // With a CPU backend every member learns of every member's error before
   // the data moves (peerInputError); the result is then an error on all of
@@ -354,7 +419,8 @@ void runReduce(const CollectiveEnv &env, const plan::Reduce &r,
       route.prefix + "s" + std::to_string(env.stream) + "/" + join(ranks);
   auto comm = env.cache->get(*route.backend, key, ranks, env.rank, route.queue);
   if (!comm.ok()) {
-    bindError(*env.table, targets, env.fail(comm.status().message()));
+    bindError(*env.table, targets,
+              collectiveFailure(env, "reduce", ranks, comm.status().message()));
     return;
   }
   Communicator &c = *comm.value();
@@ -384,7 +450,7 @@ void runReduce(const CollectiveEnv &env, const plan::Reduce &r,
     status = c.alltoall(bufferOf(input), bufferOf(result));
   }
   if (!status.isOk() && !error)
-    error = env.fail(status.message());
+    error = collectiveFailure(env, "reduce", ranks, status.message());
   if (error) {
     bindError(*env.table, targets, error);
     return;
@@ -454,6 +520,12 @@ void runSend(const CollectiveEnv &env, const plan::SendTensor &s,
   };
   bool crossProcess = std::any_of(pairs.begin(), pairs.end(),
                                   [](auto &p) { return p.first != p.second; });
+  if (crossProcess)
+    if (ErrorPtr failed = failedMember(env, "to_mesh", ranks)) {
+      if (dest.contains(env.rank))
+        bindError(*env.table, {s.result()}, failed);
+      return;
+    }
   bool amSource = source.contains(env.rank);
   bool amDest = dest.contains(env.rank);
 
@@ -491,7 +563,8 @@ void runSend(const CollectiveEnv &env, const plan::SendTensor &s,
   auto controlComm =
       env.cache->get(*control.backend, key, ranks, env.rank, control.queue);
   if (!controlComm.ok()) {
-    failResult(env.fail(controlComm.status().message()));
+    failResult(collectiveFailure(env, "to_mesh", ranks,
+                                 controlComm.status().message()));
     return;
   }
   uint64_t tag = env.cache->nextTag(key) * 2;
@@ -510,7 +583,7 @@ void runSend(const CollectiveEnv &env, const plan::SendTensor &s,
                              longs.device(controlDevice));
   if (Status st = controlComm.value()->allgather(bufferOf(mine), bufferOf(all));
       !st.isOk()) {
-    failResult(env.fail(st.message()));
+    failResult(collectiveFailure(env, "to_mesh", ranks, st.message()));
     return;
   }
   at::Tensor table = all.cpu(); // waits for the gather on a CUDA control
@@ -584,7 +657,7 @@ void runSend(const CollectiveEnv &env, const plan::SendTensor &s,
                     ? comm.value()->sendRecv(sends[kind], recvs[kind], tag + 1)
                     : comm.status();
     if (!st.isOk() && !failure)
-      failure = env.fail(st.message());
+      failure = collectiveFailure(env, "to_mesh", ranks, st.message());
   }
   if (from < 0)
     return;
