@@ -605,8 +605,9 @@ PYBIND11_MODULE(_actors, m) {
   // Files of the controller that must not outlive it (the Python workers'
   // launcher scripts): inside this directory they are removed on every
   // exit path, SIGTERM and SIGKILL included (runtime/util/OwnedDirs.h).
+  // In a worker, the worker's own runtime's (removed before it exits).
   m.def("private_dir",
-        [] { return monarch::Runtime::global().privateDir(); },
+        [] { return monarch::Runtime::ofProcess().privateDir(); },
         "the runtime's private directory, removed however the process ends");
   m.def("enable_liveness_events", [] { livenessEvents = true; },
         "queue unresponsive/responsive events with those kinds");

@@ -458,8 +458,36 @@ TEST_P(SignalCleanup, AControllerEndedByASignalLeavesNoDirectoryOrProc) {
 INSTANTIATE_TEST_SUITE_P(TermIntHup, SignalCleanup,
                          ::testing::Values(SIGTERM, SIGINT, SIGHUP));
 
+/// A TMPDIR of the test's own: other monarch processes running at the same
+/// time (ctest -j) reap $TMPDIR and /tmp, and would take a killed helper's
+/// directory before this test looks at it.
+class PrivateTmpdir {
+public:
+  PrivateTmpdir() {
+    char pattern[] = "/tmp/mclean.XXXXXX";
+    if (::mkdtemp(pattern))
+      dir = pattern;
+    if (const char *old = std::getenv("TMPDIR"))
+      saved = old;
+    ::setenv("TMPDIR", dir.c_str(), 1);
+  }
+  ~PrivateTmpdir() {
+    if (saved)
+      ::setenv("TMPDIR", saved->c_str(), 1);
+    else
+      ::unsetenv("TMPDIR");
+    removeTreeSafely(dir.c_str());
+  }
+  std::string dir;
+
+private:
+  std::optional<std::string> saved;
+};
+
 TEST(Cleanup, AKilledControllersDirectoryIsRemovedByTheNextOne) {
+  PrivateTmpdir tmp;
   ControllerProcess controller;
+  ASSERT_EQ(controller.dir.rfind(tmp.dir, 0), 0u) << controller.dir;
   ASSERT_FALSE(controller.dir.empty()) << "the helper did not start";
   int status = controller.killAndWait(SIGKILL);
   ASSERT_TRUE(WIFSIGNALED(status));

@@ -197,7 +197,7 @@ ErrorPtr collectiveFailure(const CollectiveEnv &env, const char *what,
   // A member's death often breaks the connection a moment before the
   // controller's word of it arrives: on this error path only, give that
   // word a bounded moment (a death is known within milliseconds).
-  constexpr auto kGrace = std::chrono::milliseconds(1000);
+  constexpr auto kGrace = std::chrono::milliseconds(3000);
   auto until = std::chrono::steady_clock::now() + kGrace;
   for (;;) {
     if (ErrorPtr failed = failedMember(env, what, ranks))

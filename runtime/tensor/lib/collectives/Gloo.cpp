@@ -79,12 +79,15 @@ public:
   void wait(const std::vector<std::string> &keys) override {
     wait(keys, timeout);
   }
+  /// Gloo passes its context's timeout, which connect() keeps short for
+  /// the pairs' connect phase; waiting for a member to arrive gets the
+  /// whole rendezvous timeout (a member may be slow or stalled and back).
   void wait(const std::vector<std::string> &keys,
-            const std::chrono::milliseconds &limit) override {
+            const std::chrono::milliseconds &) override {
     if (!health)
-      return inner.wait(keys, limit);
+      return inner.wait(keys, timeout);
     constexpr std::chrono::milliseconds kSlice{200};
-    auto deadline = std::chrono::steady_clock::now() + limit;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
       if (auto failed = health->firstFailed(ranks))
         throw std::runtime_error("member rank " +

@@ -155,6 +155,8 @@ public:
   /// Broadcast by the controller when a worker's process failed: the
   /// collectives that need it fail at once (Executor::rankFailed).
   void rankFailed(int64_t rank, std::string reason) {
+    log::debug("tensor worker ", context().rank, ": rank ", rank,
+               " failed: ", reason);
     executor->rankFailed(rank, reason);
   }
 
