@@ -128,9 +128,15 @@ TEST(TensorSupervision, LiveSlicesAndValuesKeepWorkingAfterAWorkerDies) {
   ASSERT_TRUE(s.send().isOk());
   ASSERT_TRUE(s.gotReply(before, 1));
   std::vector<int> pids = s.c->pids();
+  auto killed = Clock::now();
   ASSERT_EQ(::kill(pids[3], SIGKILL), 0);
   ASSERT_TRUE(s.waitFor(
       [&] { return s.hasKind(ControllerEvent::Kind::ProcFailure); }));
+  auto detectedMs = std::chrono::duration<double, std::milli>(Clock::now() -
+                                                              killed)
+                        .count();
+  std::printf("tensor worker death reported in %.1f ms\n", detectedMs);
+  EXPECT_LT(detectedMs, 1000);
   EXPECT_EQ(s.supervision.front().rank, 3);
   EXPECT_EQ(s.c->failedRanks().count(3), 1u);
 
