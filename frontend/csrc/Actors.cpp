@@ -31,6 +31,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -267,15 +268,29 @@ private:
 
 // -- Proc meshes (controller) ------------------------------------------------
 
+/// Set by enable_liveness_events(): queue hang-detection events with kinds
+/// "unresponsive" / "responsive" (runtime/proc/Liveness.h). Until a frontend
+/// asks, an unresponsive proc is queued as a "runtime" failure and its
+/// return only logged, since older dispatchers treat every event as one.
+std::atomic<bool> livenessEvents{false};
+
 /// Records an event and queues it for the Python dispatcher under `key`.
 monarch::SupervisionHook queueingHook(std::shared_ptr<EventLog> log,
                                       std::string key) {
   return [log, key](const monarch::SupervisionEvent &event) {
+    bool liveness = livenessEvents.load();
+    if (event.kind == monarch::SupervisionKind::Responsive && !liveness)
+      return true; // the runtime logged it
     {
       std::lock_guard<std::mutex> guard(log->mu);
       log->events.push_back(event);
     }
-    SupervisionQueue::instance().push({key, "runtime", event});
+    const char *kind = "runtime";
+    if (liveness && event.kind == monarch::SupervisionKind::Unresponsive)
+      kind = "unresponsive";
+    else if (event.kind == monarch::SupervisionKind::Responsive)
+      kind = "responsive";
+    SupervisionQueue::instance().push({key, kind, event});
     return true;
   };
 }
@@ -587,6 +602,15 @@ PYBIND11_MODULE(_actors, m) {
   m.def("procs_from_capsule", &procsFromCapsule, py::arg("capsule"),
         py::arg("key"));
   m.def("next_supervision_event", &nextSupervisionEvent, py::arg("timeout_ms"));
+  // Files of the controller that must not outlive it (the Python workers'
+  // launcher scripts): inside this directory they are removed on every
+  // exit path, SIGTERM and SIGKILL included (runtime/util/OwnedDirs.h).
+  // In a worker, the worker's own runtime's (removed before it exits).
+  m.def("private_dir",
+        [] { return monarch::Runtime::ofProcess().privateDir(); },
+        "the runtime's private directory, removed however the process ends");
+  m.def("enable_liveness_events", [] { livenessEvents = true; },
+        "queue unresponsive/responsive events with those kinds");
   m.def("escalate", &escalate, py::arg("addr"), py::arg("port"),
         py::arg("mesh"), py::arg("rank"), py::arg("reason"));
   m.def("is_worker_process", &monarch::isWorkerProcess);

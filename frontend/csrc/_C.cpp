@@ -11,6 +11,10 @@
 //   c.declare(program_bytes); c.submit(batch_bytes)
 //   c.next_event(timeout_ms) -> None | ("worker", WorkerEvent bytes)
 //                                    | ("proc_failure", rank, message)
+//       after c.enable_liveness_events(), also
+//                                    | ("proc_unresponsive", rank, message, ms)
+//                                    | ("proc_responsive", rank, message, ms)
+//   c.failed_ranks() -> {rank: message}; c.stopped() -> bool
 //   c.size(); c.pids(); c.procs_capsule(); c.host_mesh_capsule(); c.stop()
 //
 //   s = InstructionStream(c, max_batch=256, max_delay_us=500)  # or (None):
@@ -29,6 +33,10 @@
 //   id = s.call_recording(recording, actuals, results)
 //   (instructions, locals, next_local) = expand_call(recording_bytes, actuals,
 //                                                    results, next_local)
+//
+// After a worker dies the controller keeps serving the live ones (Controller.h
+// "Supervision"): submit() succeeds, fetches from the dead rank come back as
+// FetchReply errors with `supervision` set.
 //
 //===----------------------------------------------------------------------===//
 
@@ -178,12 +186,33 @@ public:
       return py::none();
     if (event->kind == ControllerEvent::Kind::ProcFailure)
       return py::make_tuple("proc_failure", event->rank, event->message);
+    if (event->kind == ControllerEvent::Kind::ProcUnresponsive ||
+        event->kind == ControllerEvent::Kind::ProcResponsive) {
+      // Only for a frontend that knows them (older ones would parse them
+      // as worker events).
+      if (!livenessEvents)
+        return py::none();
+      return py::make_tuple(event->kind ==
+                                    ControllerEvent::Kind::ProcUnresponsive
+                                ? "proc_unresponsive"
+                                : "proc_responsive",
+                            event->rank, event->message, event->silentMs);
+    }
     std::string bytes;
     event->worker.SerializeToString(&bytes);
     return py::make_tuple("worker", py::bytes(bytes));
   }
 
   int64_t size() { return get().size(); }
+
+  void enableLivenessEvents() { livenessEvents = true; }
+
+  std::map<int64_t, std::string> failedRanks() {
+    return controller ? controller->failedRanks()
+                      : std::map<int64_t, std::string>{};
+  }
+
+  bool stopped() { return !controller || controller->stopped(); }
 
   std::vector<int> pids() { return get().pids(); }
 
@@ -236,6 +265,7 @@ public:
   }
 
 private:
+  bool livenessEvents = false;
   std::unique_ptr<monarch::host::AttachedHosts> hosts; // outlives controller
   std::unique_ptr<Controller> controller;
   std::mutex stopMu; ///< a stream's send never meets stop()
@@ -558,6 +588,9 @@ PYBIND11_MODULE(_C, m) {
       .def("submit", &PyController::submit, py::arg("batch_bytes"))
       .def("next_event", &PyController::nextEvent, py::arg("timeout_ms") = 0)
       .def("size", &PyController::size)
+      .def("enable_liveness_events", &PyController::enableLivenessEvents)
+      .def("failed_ranks", &PyController::failedRanks)
+      .def("stopped", &PyController::stopped)
       .def("pids", &PyController::pids)
       .def("procs_capsule", &PyController::procsCapsule)
       .def("host_mesh_capsule", &PyController::hostMeshCapsule)

@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <csignal>
 #include <mutex>
 #include <thread>
@@ -114,4 +116,28 @@ TEST(LocalLauncher, AGrandchildHoldingTheOutputDelaysTheExitOnlyBriefly) {
   // came after its first line), then reported.
   EXPECT_GE(took, 900ms);
   EXPECT_LT(took, 5s);
+}
+
+TEST(LocalLauncher, ChildrenInheritOnlyStdioAndTheBootstrap) {
+  LauncherHarness h;
+  // Descriptors this process holds without close-on-exec, as a library
+  // (Gloo, a plugin) might: a pipe and a socket, moved to known numbers.
+  int pipeFds[2];
+  ASSERT_EQ(::pipe(pipeFds), 0);
+  int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(sock, 0);
+  ASSERT_EQ(::dup2(pipeFds[0], 100), 100);
+  ASSERT_EQ(::dup2(pipeFds[1], 101), 101);
+  ASSERT_EQ(::dup2(sock, 102), 102);
+  for (int fd : {pipeFds[0], pipeFds[1], sock})
+    ::close(fd);
+  auto proc = h.start(
+      h.shell("for fd in 3 100 101 102; do [ -e /proc/$$/fd/$fd ] && "
+              "echo has $fd; done; echo checked"));
+  ASSERT_TRUE(proc);
+  ASSERT_TRUE(h.waitFor([&] { return !h.exitHow.empty(); }, 10s));
+  for (int fd : {100, 101, 102})
+    ::close(fd);
+  // fd 3 is the bootstrap pipe; nothing else crossed the exec.
+  EXPECT_EQ(h.outAtExit, (std::vector<std::string>{"has 3", "checked"}));
 }

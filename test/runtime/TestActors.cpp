@@ -42,6 +42,15 @@ public:
   int64_t blobSize(Blob b) { return static_cast<int64_t>(b.buffer.size()); }
   Blob blobEcho(Blob b) { return b; }
   std::vector<int64_t> vec(std::vector<int64_t> v) { return v; }
+  /// A reply of `n` bytes in the message's control part (a string value).
+  std::string bigString(int64_t n) {
+    return std::string(static_cast<size_t>(n), 'x');
+  }
+  /// The same bytes as a Blob: a payload frame.
+  Blob bigBlob(int64_t n) {
+    return Blob{monarch::transport::Buffer::fromString(
+        std::string(static_cast<size_t>(n), 'x'))};
+  }
 };
 
 /// Records per-sender sequence numbers and counts order violations.
@@ -167,6 +176,16 @@ const bool registered =
         .endpoint("blobSize", &Echo::blobSize)
         .endpoint("blobEcho", &Echo::blobEcho)
         .endpoint("vec", &Echo::vec)
+        .endpoint("bigString", &Echo::bigString)
+        .endpoint("bigBlob", &Echo::bigBlob)
+        .install() &&
+    // The same actor as a system actor (as the tensor worker is): failed
+    // broadcasts are logged, never stop it.
+    ActorClass<Echo>("SystemEcho")
+        .endpoint("echo", &Echo::echo)
+        .endpoint("rank", &Echo::rank)
+        .endpoint("failBroadcast", &Echo::failBroadcast)
+        .system()
         .install() &&
     ActorClass<Sink>("Sink")
         .endpoint("record", &Sink::record)

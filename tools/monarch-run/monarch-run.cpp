@@ -46,6 +46,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <new>
 #include <string>
 #include <unistd.h>
 
@@ -159,9 +160,7 @@ Expected<plan::Program> loadProgram(const Args &args) {
   return loadPlan(compiled.plan);
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
+int runMain(int argc, char **argv) {
   Args args;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -331,6 +330,10 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "monarch-run: error: %s\n",
                  run::describeFailure(f).c_str());
   };
+  // Which worker is stuck, and when it is back (docs/runtime.md, Liveness).
+  observer.onLiveness = [](const ControllerEvent &e) {
+    std::fprintf(stderr, "monarch-run: %s\n", e.message.c_str());
+  };
   // Progress on long runs only: after 2 s, at most once a second.
   auto started = std::chrono::steady_clock::now();
   auto lastProgress = started;
@@ -370,4 +373,19 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "monarch-run: stopping workers: %s\n",
                  s.message().c_str());
   return rc;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // An allocation that fails (a plan asking for more than the machine has)
+  // is an error with exit status 2, never an abort.
+  try {
+    return runMain(argc, argv);
+  } catch (const std::bad_alloc &) {
+    std::fprintf(stderr, "monarch-run: out of memory\n");
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "monarch-run: %s\n", e.what());
+  }
+  return 2;
 }

@@ -139,6 +139,9 @@ void ActorCell::run(const Invocation &call, const ReplySink &sink) {
   }
   if (sink) {
     sink(std::move(result));
+  } else if (!result.status.isOk() && cls.system) {
+    log::error("system actor ", describe(ctx), " ignored a broadcast to '",
+               call.endpoint, "' that failed: ", result.status.message());
   } else if (!result.status.isOk()) {
     stop("endpoint '" + call.endpoint + "' failed: " + result.status.message());
   }

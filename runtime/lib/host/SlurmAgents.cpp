@@ -1,5 +1,7 @@
 #include "monarch/runtime/host/SlurmAgents.h"
 
+#include "monarch/runtime/proc/ProcLauncher.h"
+
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -91,6 +93,7 @@ SlurmAgents::start(const SlurmAgentsOptions &options) {
   if (pid == 0) {
     ::dup2(in[0], STDIN_FILENO);
     ::dup2(out[1], STDOUT_FILENO);
+    closeDescriptorsFrom(STDERR_FILENO + 1);
     ::execvp("srun", argv.data());
     std::fprintf(stderr, "monarch-run: cannot run srun: %s\n",
                  std::strerror(errno));

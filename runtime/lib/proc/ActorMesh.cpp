@@ -4,6 +4,8 @@
 #include "monarch/runtime/proc/MeshState.h"
 #include "monarch/runtime/proc/Runtime.h"
 
+#include <algorithm>
+
 namespace monarch {
 
 Status meshErrorToStatus(const mesh::MeshError &error) {
@@ -67,10 +69,36 @@ firstHopLinks(Runtime &rt, const std::vector<proto::CastTarget> &targets,
 }
 } // namespace
 
+Status ActorMesh::broadcastLiveRaw(const std::string &endpoint,
+                                   proto::Value args,
+                                   PayloadList payloads) const {
+  // A proc may fail between choosing the ranks and sending: then choose
+  // again (each failure removes a rank, so this ends).
+  for (;;) {
+    std::vector<uint32_t> liveProcs = state->procs->liveProcs();
+    std::vector<int64_t> ranks;
+    for (int64_t r : state->liveRanks(meshView.ranks())) {
+      uint32_t proc = state->procRanks.at(static_cast<uint32_t>(r) /
+                                          state->perProc);
+      if (std::binary_search(liveProcs.begin(), liveProcs.end(), proc))
+        ranks.push_back(r);
+    }
+    if (ranks.empty())
+      return state->procs->checkProcs({}); // ok, or "stopped"
+    auto sent = castRaw(ranks, endpoint, args, payloads, Mode::None,
+                        /*toUnresponsive=*/true);
+    if (sent.ok())
+      return Status::ok();
+    if (sent.status().code() != ErrorCode::Supervision)
+      return sent.status();
+  }
+}
+
 Expected<std::shared_ptr<PendingCall>>
 ActorMesh::castRaw(const std::vector<int64_t> &ranks,
                    const std::string &endpoint, proto::Value args,
-                   PayloadList payloads, Mode mode) const {
+                   PayloadList payloads, Mode mode,
+                   bool toUnresponsive) const {
   ActorMeshState &st = *state;
   Runtime &rt = st.procs->rt;
   const uint32_t fanout = rt.fanout();
@@ -131,7 +159,7 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
       return tracked;
     }
   } else {
-    Status alive = st.procs->checkProcs(involved);
+    Status alive = st.procs->checkProcs(involved, toUnresponsive);
     if (!alive.isOk())
       return alive;
   }
@@ -158,6 +186,8 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
       call->fail(bad);
     return bad;
   }
+  std::vector<transport::Message> messages;
+  messages.reserve(children.size());
   for (size_t i = 0; i < children.size(); ++i) {
     auto &child = children[i];
     bool last = i + 1 == children.size();
@@ -183,8 +213,37 @@ ActorMesh::castRaw(const std::vector<int64_t> &ranks,
     else
       m.payloads = payloads;
     m.awaited = call != nullptr;
-    (*links)[i]->send(std::move(m));
+    messages.push_back(std::move(m));
   }
+  // A message the link cannot encode would be dropped: fail the call with
+  // the reason instead. Sequence numbers are taken already, so the procs are
+  // told to skip them (nothing of this cast was sent).
+  for (const auto &m : messages) {
+    Status fits =
+        transport::checkEncodable(m, rt.transport().options().limits);
+    if (fits.isOk())
+      continue;
+    Status refused(fits.code(), "cannot send '" + endpoint + "' to mesh '" +
+                                    st.name + "': " + fits.message());
+    std::vector<std::string> numbered;
+    for (const auto &child : messages) {
+      numbered.push_back(child.envelope.cast().here().addr());
+      for (const auto &t : child.envelope.cast().subtree())
+        numbered.push_back(t.addr());
+    }
+    for (const auto &addr : numbered) {
+      transport::Message resync;
+      resync.envelope.set_sender(rt.senderId());
+      resync.envelope.mutable_resync()->set_next_seq(rt.peekSeq(addr));
+      if (auto link = rt.link(addr); link.ok())
+        (*link)->send(std::move(resync));
+    }
+    if (call)
+      call->fail(refused);
+    return refused;
+  }
+  for (size_t i = 0; i < messages.size(); ++i)
+    (*links)[i]->send(std::move(messages[i]));
   return call;
 }
 

@@ -40,6 +40,14 @@ Expected<ProcMesh> Host::spawnProcs(const Shape &shape,
   if (options.transport != "unix" && options.transport != "tcp")
     return Status(ErrorCode::Invalid,
                   "transport must be unix or tcp, not " + options.transport);
+  // Refused before anything forks: a mesh that does not fit on this host
+  // starts none of its procs (the launcher checks each fork as well).
+  if (!options.launcher)
+    if (Status room = checkLocalProcRoom(static_cast<int64_t>(n));
+        !room.isOk())
+      return Status(room.code(), "spawning proc mesh '" + name + "' of " +
+                                     std::to_string(n) +
+                                     " procs: " + room.message());
   auto launcher =
       options.launcher
           ? options.launcher
@@ -69,6 +77,31 @@ Expected<ProcMesh> Host::spawnProcs(const Shape &shape,
         ready->cv.notify_all();
       });
 
+  // Hang detection (Liveness.h): heartbeats arrive on a port of their own;
+  // the monitor reports silent procs to the mesh state, which fails their
+  // calls and raises the events.
+  asio::io_context &io = rt.transport().io();
+  if (options.liveness.enabled()) {
+    state->liveness = std::make_shared<LivenessMonitor>(
+        io, n, options.liveness,
+        [weak](uint32_t rank, int64_t ms) {
+          if (auto st = weak.lock())
+            st->procUnresponsive(rank, ms);
+        },
+        [weak](uint32_t rank, int64_t ms) {
+          if (auto st = weak.lock())
+            st->procResponsive(rank, ms);
+        });
+    std::weak_ptr<LivenessMonitor> monitor = state->liveness;
+    state->heartbeatPort =
+        rt.router().openPort([monitor](transport::Message &&m) {
+          if (!m.envelope.has_heartbeat())
+            return;
+          if (auto live = monitor.lock())
+            live->heard(m.envelope.heartbeat().rank());
+        });
+  }
+
   Status launchError;
   for (uint32_t rank = 0; rank < n; ++rank) {
     ProcLaunchSpec spec;
@@ -87,6 +120,11 @@ Expected<ProcMesh> Host::spawnProcs(const Shape &shape,
     for (const auto &lib : options.actorLibraries)
       b.add_actor_libraries(lib);
     b.set_fanout(rt.fanout());
+    if (state->liveness) {
+      b.set_heartbeat_port(state->heartbeatPort);
+      b.set_heartbeat_ms(
+          static_cast<uint32_t>(options.liveness.interval.count()));
+    }
     spec.workerPath = workerPath;
     spec.args = options.workerArgs;
     spec.env = options.workerEnv;
@@ -138,7 +176,6 @@ Expected<ProcMesh> Host::spawnProcs(const Shape &shape,
   if (!outcome.isOk())
     return outcome; // the state's destructor ends the procs started so far
 
-  asio::io_context &io = rt.transport().io();
   for (uint32_t rank = 0; rank < n; ++rank) {
     rt.resetPeer(state->addrOf(rank));
     auto link = rt.link(state->addrOf(rank));
@@ -160,6 +197,8 @@ Expected<ProcMesh> Host::spawnProcs(const Shape &shape,
       });
     });
   }
+  if (state->liveness)
+    state->liveness->start();
   return ProcMesh(state, *root);
 }
 

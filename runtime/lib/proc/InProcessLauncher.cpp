@@ -1,5 +1,6 @@
 #include "monarch/runtime/proc/InProcessLauncher.h"
 
+#include "monarch/runtime/proc/Liveness.h"
 #include "monarch/runtime/proc/ProcServer.h"
 #include "monarch/runtime/proc/Runtime.h"
 
@@ -83,6 +84,7 @@ InProcessLauncher::launch(const ProcLaunchSpec &spec) {
   if (!parent.ok())
     return parent.status();
   (*parent)->send(procReadyMessage(boot, *rt));
+  HeartbeatSender::start(*rt, boot);
   return std::unique_ptr<LaunchedProc>(
       std::make_unique<InProcessProc>(std::move(rt), std::move(server)));
 }

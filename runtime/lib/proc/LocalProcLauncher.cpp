@@ -5,13 +5,17 @@
 
 #include <asio.hpp>
 
+#include <algorithm>
 #include <condition_variable>
+#include <cstdlib>
 #include <csignal>
 #include <cstring>
 #include <fcntl.h>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -235,8 +239,78 @@ Status errnoStatus(const std::string &what) {
 
 } // namespace
 
+void closeDescriptorsFrom(int lowest) {
+#ifdef SYS_close_range
+  if (::syscall(SYS_close_range, static_cast<unsigned>(lowest), ~0U, 0) == 0)
+    return;
+#endif
+  rlimit limit{};
+  long max = 65536;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+      limit.rlim_cur != RLIM_INFINITY)
+    max = static_cast<long>(std::min<rlim_t>(limit.rlim_cur, 1u << 20));
+  for (long fd = lowest; fd < max; ++fd)
+    ::close(static_cast<int>(fd));
+}
+
+ProcLimit localProcLimit() {
+  ProcLimit limit;
+  if (const char *env = std::getenv("MONARCH_MAX_PROCS_PER_HOST"); env && *env) {
+    char *end = nullptr;
+    long long v = std::strtoll(env, &end, 10);
+    if (*end == '\0' && v > 0) {
+      limit.max = v;
+      limit.basis = "$MONARCH_MAX_PROCS_PER_HOST";
+      return limit;
+    }
+    log::warning("ignoring $MONARCH_MAX_PROCS_PER_HOST='", env,
+                 "' (not a positive number)");
+  }
+  int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  int64_t byCores = std::max<int64_t>(64, 8 * cores);
+  long pages = ::sysconf(_SC_PHYS_PAGES), pageSize = ::sysconf(_SC_PAGESIZE);
+  int64_t memory = pages > 0 && pageSize > 0
+                       ? static_cast<int64_t>(pages) * pageSize
+                       : int64_t{1} << 40;
+  int64_t byMemory = std::max<int64_t>(1, memory / (int64_t{64} << 20));
+  rlimit files{};
+  int64_t byFiles = INT64_MAX;
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 &&
+      files.rlim_cur != RLIM_INFINITY)
+    byFiles = std::max<int64_t>(1, (static_cast<int64_t>(files.rlim_cur) - 64) / 6);
+  limit.max = std::min({byCores, byMemory, byFiles});
+  limit.basis = "the default for " + std::to_string(cores) + " cores, " +
+                std::to_string(memory >> 20) + " MiB of memory" +
+                (byFiles == INT64_MAX
+                     ? std::string()
+                     : " and " + std::to_string(files.rlim_cur) +
+                           " file descriptors");
+  return limit;
+}
+
+int64_t liveLocalProcs() {
+  std::lock_guard<std::mutex> guard(liveMu);
+  return static_cast<int64_t>(livePids().size());
+}
+
+Status checkLocalProcRoom(int64_t more) {
+  ProcLimit limit = localProcLimit();
+  int64_t live = liveLocalProcs();
+  if (more <= limit.max - live)
+    return Status::ok();
+  return Status(ErrorCode::Exhausted,
+                std::to_string(more) + " more procs on this host would exceed " +
+                    "its limit of " + std::to_string(limit.max) +
+                    " procs at once (" + std::to_string(live) +
+                    " running; the limit is " + limit.basis +
+                    "); set MONARCH_MAX_PROCS_PER_HOST to change it");
+}
+
 Expected<std::unique_ptr<LaunchedProc>>
 LocalProcLauncher::launch(const ProcLaunchSpec &spec) {
+  // Checked again here, for every fork, whoever asks (a mesh, an agent).
+  if (Status room = checkLocalProcRoom(1); !room.isOk())
+    return room;
   if (::access(spec.workerPath.c_str(), X_OK) != 0)
     return Status(ErrorCode::NotFound,
                   "worker binary not executable: " + spec.workerPath);
@@ -301,6 +375,7 @@ LocalProcLauncher::launch(const ProcLaunchSpec &spec) {
       else if (::dup2(f[0], f[1]) < 0)
         ::_exit(126);
     }
+    closeDescriptorsFrom(kBootstrapFd + 1);
     ::execve(path.c_str(), argv.data(), envp.data());
     ::_exit(127);
   }

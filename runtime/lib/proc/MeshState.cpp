@@ -20,6 +20,8 @@ ProcMeshState::~ProcMeshState() {
   Status s = stop();
   if (!s.isOk())
     log::warning("stopping proc mesh '", name, "': ", s.toString());
+  if (heartbeatPort)
+    rt.router().closePort(heartbeatPort);
 }
 
 std::string ProcMeshState::failureMessage(uint32_t rank,
@@ -57,21 +59,98 @@ void ProcMeshState::raise(const SupervisionEvent &event) {
   raiseToRoot(event);
 }
 
-Status ProcMeshState::checkProcs(const std::vector<uint32_t> &procRanks) {
+Status ProcMeshState::checkProcs(const std::vector<uint32_t> &procRanks,
+                                 bool allowUnresponsive) {
   std::lock_guard<std::mutex> guard(mu);
-  return checkProcsLocked(procRanks);
+  return checkProcsLocked(procRanks, allowUnresponsive);
 }
 
-Status
-ProcMeshState::checkProcsLocked(const std::vector<uint32_t> &procRanks) const {
+std::vector<uint32_t> ProcMeshState::liveProcs() {
+  std::lock_guard<std::mutex> guard(mu);
+  std::vector<uint32_t> out;
+  if (stopping)
+    return out;
+  for (uint32_t r = 0; r < slots.size(); ++r)
+    if (slots[r].alive)
+      out.push_back(r);
+  return out;
+}
+
+namespace {
+std::string silence(int64_t ms) {
+  return "no heartbeat for " + std::to_string(ms) + " ms";
+}
+} // namespace
+
+Status ProcMeshState::checkProcsLocked(const std::vector<uint32_t> &procRanks,
+                                       bool allowUnresponsive) const {
   if (stopping)
     return Status(ErrorCode::Closed, "proc mesh '" + name + "' is stopped");
-  for (uint32_t r : procRanks)
+  for (uint32_t r : procRanks) {
     if (r >= slots.size() || !slots[r].alive)
       return Status(ErrorCode::Supervision,
                     failureMessage(r, r < slots.size() ? slots[r].failure
                                                        : "no such rank"));
+    if (slots[r].unresponsive && !allowUnresponsive)
+      return Status(ErrorCode::Supervision,
+                    "proc mesh '" + name + "' rank " + std::to_string(r) +
+                        " is unresponsive: " + silence(slots[r].silentMs));
+  }
   return Status::ok();
+}
+
+void ProcMeshState::failCallsOf(uint32_t rank, const Status &status) {
+  std::vector<std::shared_ptr<PendingCall>> calls;
+  {
+    std::lock_guard<std::mutex> guard(mu);
+    for (auto &w : pending)
+      if (auto c = w.lock())
+        calls.push_back(std::move(c));
+  }
+  for (auto &c : calls)
+    if (c->involvesProc(rank))
+      c->procFailed(rank, status);
+}
+
+void ProcMeshState::procUnresponsive(uint32_t rank, int64_t silentMs) {
+  {
+    std::lock_guard<std::mutex> guard(mu);
+    if (rank >= slots.size() || !slots[rank].alive || stopping ||
+        slots[rank].unresponsive)
+      return;
+    slots[rank].unresponsive = true;
+    slots[rank].silentMs = silentMs;
+  }
+  std::string reason = silence(silentMs);
+  log::error("proc mesh '", name, "' rank ", rank, " is unresponsive: ", reason);
+  // Its calls fail now; what was sent to it stays queued on its open
+  // connection, so nothing is resynchronized: it may come back.
+  failCallsOf(rank, Status(ErrorCode::Supervision,
+                           "proc mesh '" + name + "' rank " +
+                               std::to_string(rank) +
+                               " is unresponsive: " + reason));
+  SupervisionEvent event{name, static_cast<int64_t>(rank), reason};
+  event.kind = SupervisionKind::Unresponsive;
+  event.silentMs = silentMs;
+  raise(event);
+}
+
+void ProcMeshState::procResponsive(uint32_t rank, int64_t silentMs) {
+  {
+    std::lock_guard<std::mutex> guard(mu);
+    if (rank >= slots.size() || !slots[rank].alive || stopping ||
+        !slots[rank].unresponsive)
+      return;
+    slots[rank].unresponsive = false;
+  }
+  std::string reason = "heard from after " + std::to_string(silentMs) +
+                       " ms without a heartbeat";
+  log::warning("proc mesh '", name, "' rank ", rank, " is responsive again (",
+               reason, ")");
+  SupervisionEvent event{name, static_cast<int64_t>(rank), reason};
+  event.kind = SupervisionKind::Responsive;
+  event.silentMs = silentMs;
+  raise(event);
 }
 
 Status ProcMeshState::track(const std::shared_ptr<PendingCall> &call,
@@ -107,6 +186,8 @@ void ProcMeshState::procFailed(uint32_t rank, const std::string &reason) {
     slot.alive = false;
     slot.failure = reason;
     report = !stopping;
+    if (liveness)
+      liveness->forget(rank);
     if (slot.process)
       slot.process->kill(SIGKILL); // unreachable but running: end it
     for (auto &w : pending)
@@ -152,6 +233,8 @@ Status ProcMeshState::stop() {
     if (stopped)
       return Status::ok();
     stopping = true;
+    if (liveness)
+      liveness->stop();
     for (auto &s : slots)
       if (s.process && !s.process->hasExited())
         running.emplace_back(s.alive && s.ready ? s.addr : "", s.process.get());

@@ -39,6 +39,10 @@ Status sendToPort(const proto::PortRef &to, proto::Value value,
     rt.router().deliver(std::move(m));
     return Status::ok();
   }
+  // Refused here, as a value, rather than dropped by the link.
+  if (Status fits = transport::checkEncodable(m, rt.transport().options().limits);
+      !fits.isOk())
+    return fits;
   auto link = rt.link(to.addr());
   if (!link.ok())
     return link.status();

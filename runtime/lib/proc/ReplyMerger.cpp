@@ -3,7 +3,48 @@
 #include "monarch/runtime/proc/Runtime.h"
 #include "monarch/runtime/util/Log.h"
 
+#include <algorithm>
+
 namespace monarch {
+
+namespace {
+/// A reply the link could not encode (values past the 16 MiB control frame,
+/// too many or too large payloads) would be dropped and leave its caller
+/// waiting: its largest values become errors that say why, until it fits.
+void fitReply(transport::Message &reply, const transport::FrameLimits &limits) {
+  Status whole = transport::checkEncodable(reply, limits);
+  if (whole.isOk() || !reply.envelope.has_cast_reply())
+    return;
+  auto *results = reply.envelope.mutable_cast_reply()->mutable_results();
+  auto refuse = [&](proto::RankResult &r) {
+    r.clear_value();
+    r.set_error("the reply is too large to send: " + whole.message());
+  };
+  bool payloadsTooMany =
+      reply.payloads.size() > limits.maxPayloadsPerMessage ||
+      std::any_of(reply.payloads.begin(), reply.payloads.end(),
+                  [&](const auto &p) { return p.size() > limits.maxPayloadBytes; });
+  if (payloadsTooMany) {
+    // Payload indices would need renumbering: fail every value instead.
+    for (auto &r : *results)
+      if (r.has_value())
+        refuse(r);
+    reply.payloads.clear();
+  }
+  std::vector<std::pair<size_t, int>> bySize;
+  for (int i = 0; i < results->size(); ++i)
+    if ((*results)[i].has_value())
+      bySize.emplace_back((*results)[i].value().ByteSizeLong(), i);
+  std::sort(bySize.rbegin(), bySize.rend());
+  for (const auto &[bytes, i] : bySize) {
+    if (transport::checkEncodable(reply, limits).isOk())
+      break;
+    refuse((*results)[i]);
+  }
+  log::error("a reply was too large to send (", whole.message(),
+             "); its largest values were replaced by errors");
+}
+} // namespace
 
 void sendToPort(Runtime &rt, const proto::PortRef &to,
                 transport::Message &&reply) {
@@ -14,6 +55,7 @@ void sendToPort(Runtime &rt, const proto::PortRef &to,
     rt.router().deliver(std::move(reply));
     return;
   }
+  fitReply(reply, rt.transport().options().limits);
   auto link = rt.link(to.addr());
   if (!link.ok()) {
     log::error("cannot reply to ", to.addr(), ": ", link.status().toString());

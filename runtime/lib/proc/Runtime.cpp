@@ -4,6 +4,7 @@
 #include "monarch/runtime/proc/ProcLauncher.h"
 #include "monarch/runtime/transport/Auth.h"
 #include "monarch/runtime/util/Log.h"
+#include "monarch/runtime/util/OwnedDirs.h"
 
 #include <asio.hpp>
 #include <tbb/global_control.h>
@@ -29,32 +30,13 @@ std::atomic<Runtime *> processInstance{nullptr};
 std::mutex globalMu;
 RuntimeOptions globalOptions;
 
-std::string makePrivateDir() {
-  const char *base = std::getenv("TMPDIR");
-  std::string pattern =
-      std::string(base && *base ? base : "/tmp") + "/monarch-XXXXXX";
-  // Socket paths must stay under 108 bytes.
-  if (pattern.size() > 60)
-    pattern = "/tmp/monarch-XXXXXX";
-  std::vector<char> buf(pattern.begin(), pattern.end());
-  buf.push_back('\0');
-  if (!::mkdtemp(buf.data()))
-    return "";
-  return buf.data();
-}
+/// $TMPDIR/monarch-p<ns>.<pid>-XXXXXX, removed on every exit path and, if
+/// this process is SIGKILLed, by the next one (util/OwnedDirs.h).
+std::string makePrivateDir() { return makeOwnedDir(""); }
 
 void removeDir(const std::string &dir) {
-  if (dir.empty())
-    return;
-  if (DIR *d = ::opendir(dir.c_str())) {
-    while (dirent *e = ::readdir(d)) {
-      std::string name = e->d_name;
-      if (name != "." && name != "..")
-        ::unlink((dir + "/" + name).c_str());
-    }
-    ::closedir(d);
-  }
-  ::rmdir(dir.c_str());
+  if (!dir.empty())
+    removeOwnedDir(dir);
 }
 } // namespace
 
@@ -134,18 +116,11 @@ Runtime::~Runtime() {
 const std::string &Runtime::privateDir() {
   std::lock_guard<std::mutex> guard(dirMu);
   if (dir.empty()) {
-    dir = makePrivateDir();
     // The process-wide runtimes are often never destroyed (an extension
     // module's, a worker leaving by exit()): their directory, socket
-    // included, goes at exit all the same.
-    static std::once_flag atExit;
-    std::call_once(atExit, [] {
-      std::atexit([] {
-        for (Runtime *rt : {globalInstance.load(), processInstance.load()})
-          if (rt)
-            removeDir(rt->dir);
-      });
-    });
+    // included, goes at exit all the same, and on SIGTERM/SIGINT/SIGHUP
+    // (OwnedDirs.h).
+    dir = makePrivateDir();
   }
   return dir;
 }

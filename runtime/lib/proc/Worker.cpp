@@ -1,5 +1,6 @@
 #include "monarch/runtime/proc/Worker.h"
 
+#include "monarch/runtime/proc/Liveness.h"
 #include "monarch/runtime/proc/ProcServer.h"
 #include "monarch/runtime/proc/Runtime.h"
 #include "monarch/runtime/util/Log.h"
@@ -83,6 +84,7 @@ int runWorker() {
     server.requestStop();
   });
   (*parent)->send(procReadyMessage(boot, *rt));
+  HeartbeatSender::start(*rt, boot);
 
   while (!server.waitForStop(std::chrono::seconds(1))) {
   }

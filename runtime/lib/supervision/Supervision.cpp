@@ -17,8 +17,11 @@ RootSupervisionHandler &rootHandler() {
 } // namespace
 
 std::string SupervisionEvent::toString() const {
+  const char *what = kind == SupervisionKind::Unresponsive ? " unresponsive: "
+                     : kind == SupervisionKind::Responsive ? " responsive again: "
+                                                           : " failed: ";
   return "supervision: mesh '" + mesh + "' rank " + std::to_string(rank) +
-         " failed: " + reason;
+         what + reason;
 }
 
 void setRootSupervisionHandler(RootSupervisionHandler handler) {
@@ -34,6 +37,10 @@ void raiseToRoot(const SupervisionEvent &event) {
   }
   if (handler)
     return handler(event);
+  if (event.kind == SupervisionKind::Responsive) {
+    std::fprintf(stderr, "monarch: %s\n", event.toString().c_str());
+    return;
+  }
   std::fprintf(stderr, "monarch: unhandled %s\n", event.toString().c_str());
   std::fflush(stderr);
   // Children would die with us anyway (PR_SET_PDEATHSIG); ending and reaping

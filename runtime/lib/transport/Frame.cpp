@@ -49,6 +49,39 @@ std::string encodeControlFrame(const google::protobuf::MessageLite &body) {
   return encodeSizedControlFrame(body, body.ByteSizeLong());
 }
 
+namespace {
+std::string mib(size_t bytes) {
+  return std::to_string(bytes >> 20) + " MiB";
+}
+} // namespace
+
+Status checkEncodable(const Message &message, const FrameLimits &limits) {
+  if (message.payloads.size() > limits.maxPayloadsPerMessage)
+    return Status(ErrorCode::Invalid,
+                  "a message of " + std::to_string(message.payloads.size()) +
+                      " payload frames exceeds the limit of " +
+                      std::to_string(limits.maxPayloadsPerMessage));
+  for (const auto &p : message.payloads)
+    if (p.size() > limits.maxPayloadBytes)
+      return Status(ErrorCode::Invalid,
+                    "a payload frame of " + std::to_string(p.size()) +
+                        " bytes exceeds the limit of " +
+                        mib(limits.maxPayloadBytes));
+  // payload_sizes is filled in at encoding: at most 11 bytes per payload.
+  size_t control =
+      message.envelope.ByteSizeLong() + 11 * message.payloads.size() + 16;
+  if (control > limits.maxControlBytes)
+    return Status(ErrorCode::Invalid,
+                  "a message whose control part is " + std::to_string(control) +
+                      " bytes exceeds the limit of " +
+                      mib(limits.maxControlBytes) +
+                      " (values in it: strings, lists, protobufs); send "
+                      "large data as a monarch::Blob, which travels as a "
+                      "payload frame of up to " +
+                      mib(limits.maxPayloadBytes));
+  return Status::ok();
+}
+
 Expected<EncodedMessage> encodeMessage(Message message,
                                        const FrameLimits &limits) {
   if (message.payloads.size() > limits.maxPayloadsPerMessage)

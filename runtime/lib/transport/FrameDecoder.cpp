@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 namespace monarch::transport {
 
@@ -162,8 +163,13 @@ Expected<std::optional<Message>> FrameDecoder::nextMessage() {
       // The rest of this payload is read straight into its own memory
       // (left uninitialised: every byte is written by the copy below or a
       // read).
+      // An allocation failure fails this connection, not the process.
       DirectPayload d;
-      d.memory = std::shared_ptr<uint8_t[]>(new uint8_t[length]);
+      uint8_t *raw = new (std::nothrow) uint8_t[length];
+      if (!raw)
+        return fail("cannot allocate a payload of " + std::to_string(length) +
+                    " bytes");
+      d.memory = std::shared_ptr<uint8_t[]>(raw);
       d.length = length;
       d.filled = end - begin - kFrameHeaderSize;
       std::memcpy(d.memory.get(), buffer.data() + begin + kFrameHeaderSize,

@@ -19,6 +19,7 @@
 #include <deque>
 #include <mutex>
 #include <set>
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -50,6 +51,18 @@ template <> Expected<Tcp::endpoint> endpointOf<Tcp>(const ChannelAddr &addr) {
 template <>
 Expected<UnixSocket::endpoint> endpointOf<UnixSocket>(const ChannelAddr &addr) {
   return UnixSocket::endpoint(addr.host);
+}
+
+/// Every socket is close-on-exec: a process this one starts must not hold
+/// its listeners or connections (a worker holding the controller's listening
+/// socket keeps it reachable after the controller died). asio opens and
+/// accepts without SOCK_CLOEXEC, so this runs right after; the launcher also
+/// closes every inherited descriptor in the child (LocalProcLauncher), which
+/// covers the moment between the two.
+template <typename Socket> void closeOnExec(Socket &socket) {
+  int fd = socket.native_handle();
+  if (fd >= 0)
+    ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
 }
 
 template <typename Socket> void tuneSocket(Socket &) {}
@@ -106,7 +119,7 @@ class SocketLink : public Link,
 public:
   SocketLink(asio::io_context &io, ChannelAddr peer, TransportOptions options)
       : io(io), socket(io), timer(io), peerAddr(std::move(peer)),
-        opts(std::move(options)), decoder(opts.limits) {}
+        opts(std::move(options)), decoder(kHandshakeLimits) {}
 
   void start() {
     auto self = this->shared_from_this();
@@ -223,6 +236,13 @@ private:
                                                   self->peerAddr.toString() +
                                                   " timed out"));
     });
+    asio::error_code opened;
+    socket.open(endpoint->protocol(), opened);
+    if (opened)
+      return fail(Status(ErrorCode::Closed, "cannot open a socket to " +
+                                                peerAddr.toString() + ": " +
+                                                opened.message()));
+    closeOnExec(socket);
     socket.async_connect(*endpoint, [self](asio::error_code ec) {
       if (ec)
         return self->fail(
@@ -474,7 +494,7 @@ public:
                    const TransportOptions &opts,
                    std::shared_ptr<MessageHandler> handler)
       : socket(std::move(socket)), timer(this->socket.get_executor()),
-        opts(opts), decoder(opts.limits), handler(std::move(handler)) {}
+        opts(opts), decoder(kHandshakeLimits), handler(std::move(handler)) {}
 
   void start() {
     auto self = this->shared_from_this();
@@ -489,6 +509,7 @@ public:
         }
       });
     });
+    closeOnExec(socket);
     tuneSocket(socket);
     timer.expires_after(std::chrono::milliseconds(opts.handshakeTimeoutMs));
     timer.async_wait([self](asio::error_code ec) {
@@ -512,6 +533,14 @@ public:
     timer.cancel();
     socket.close(ignored);
     pausedSelf.reset();
+  }
+
+  /// Still proving the secret (counts against the listener's cap).
+  bool pendingHandshake() const { return !authenticated && socket.is_open(); }
+  /// Closes a connection that had not authenticated yet, to make room.
+  void evict(const char *why) {
+    log::warning("closing an unauthenticated connection: ", why);
+    close();
   }
 
 private:
@@ -539,6 +568,9 @@ private:
                                 return self->drop("handshake write failed");
                               self->authenticated = true;
                               self->timer.cancel();
+                              // Only now may frames be as large as
+                              // messages need.
+                              self->decoder.setLimits(self->opts.limits);
                               self->readMessages();
                             });
         });
@@ -617,7 +649,7 @@ class SocketListener
 public:
   SocketListener(asio::io_context &io, const TransportOptions &opts,
                  MessageHandler handler)
-      : io(io), acceptor(io), opts(opts),
+      : io(io), acceptor(io), retryTimer(io), opts(opts),
         handler(std::make_shared<MessageHandler>(std::move(handler))) {}
   ~SocketListener() override { closeNow(); }
 
@@ -629,6 +661,8 @@ public:
     if constexpr (std::is_same_v<Protocol, UnixSocket>)
       ::unlink(addr.host.c_str());
     acceptor.open(endpoint->protocol(), ec);
+    if (!ec)
+      closeOnExec(acceptor);
     if (!ec && std::is_same_v<Protocol, Tcp>)
       acceptor.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec)
@@ -651,16 +685,10 @@ public:
       auto self = weak.lock();
       if (!self || ec == asio::error::operation_aborted)
         return;
-      if (!ec) {
-        auto conn = std::make_shared<ServerConnection<Protocol>>(
-            std::move(socket), self->opts, self->handler);
-        auto &conns = self->connections;
-        conns.erase(std::remove_if(conns.begin(), conns.end(),
-                                   [](const auto &w) { return w.expired(); }),
-                    conns.end());
-        conns.push_back(conn);
-        conn->start();
-      }
+      if (ec)
+        return self->acceptFailed(ec);
+      self->backoff = std::chrono::milliseconds(0);
+      self->admit(std::move(socket));
       self->startAccepting();
     });
   }
@@ -673,8 +701,80 @@ public:
   }
 
 private:
+  /// Starts serving an accepted connection. Unauthenticated connections are
+  /// capped per listener: past the cap the oldest one still in its handshake
+  /// is closed, so a flood of silent connections can neither hold unbounded
+  /// memory nor keep the next legitimate one out (its handshake takes a
+  /// round trip, far less than it takes a flood to push it to the front).
+  void admit(typename Protocol::socket socket) {
+    auto conn = std::make_shared<ServerConnection<Protocol>>(std::move(socket),
+                                                             opts, handler);
+    connections.erase(std::remove_if(connections.begin(), connections.end(),
+                                     [](const auto &w) { return w.expired(); }),
+                      connections.end());
+    connections.push_back(conn);
+    prunePending();
+    while (!pending.empty() && pending.size() >= opts.maxPendingHandshakes)
+      evictOldest("too many connections are proving the job secret");
+    pending.push_back(conn);
+    conn->start();
+  }
+
+  void prunePending() {
+    pending.erase(std::remove_if(pending.begin(), pending.end(),
+                                 [](const auto &w) {
+                                   auto c = w.lock();
+                                   return !c || !c->pendingHandshake();
+                                 }),
+                  pending.end());
+  }
+
+  bool evictOldest(const char *why) {
+    prunePending();
+    if (pending.empty())
+      return false;
+    if (auto oldest = pending.front().lock())
+      oldest->evict(why);
+    pending.pop_front();
+    return true;
+  }
+
+  /// accept() failed. Out of descriptors (EMFILE/ENFILE) or memory, the
+  /// pending connection stays in the kernel's queue and accept would fail
+  /// again at once: a tight loop. So first free a descriptor by closing the
+  /// oldest unauthenticated connection (a flood's, most likely) and retry;
+  /// with none to close, retry after a back-off (1 ms doubling to 1 s) that
+  /// a successful accept resets. Other errors concern one connection only.
+  void acceptFailed(const asio::error_code &ec) {
+    bool exhausted = ec == asio::error::no_descriptors ||
+                     ec.value() == ENFILE || ec == asio::error::no_memory ||
+                     ec == asio::error::no_buffer_space;
+    if (!exhausted) {
+      log::debug("accept failed: ", ec.message());
+      return startAccepting();
+    }
+    if (evictOldest("out of file descriptors"))
+      return startAccepting();
+    backoff = std::min<std::chrono::milliseconds>(
+        std::max<std::chrono::milliseconds>(backoff * 2,
+                                            std::chrono::milliseconds(1)),
+        std::chrono::seconds(1));
+    if (backoff == std::chrono::milliseconds(1) ||
+        backoff == std::chrono::seconds(1))
+      log::warning("cannot accept connections on ", bound.toString(), ": ",
+                   ec.message(), "; retrying in ", backoff.count(), " ms");
+    std::weak_ptr<SocketListener> weak = this->shared_from_this();
+    retryTimer.expires_after(backoff);
+    retryTimer.async_wait([weak](asio::error_code timerEc) {
+      auto self = weak.lock();
+      if (self && !timerEc && self->acceptor.is_open())
+        self->startAccepting();
+    });
+  }
+
   void closeNow() {
     asio::error_code ignored;
+    retryTimer.cancel();
     if (acceptor.is_open()) {
       acceptor.close(ignored);
       if constexpr (std::is_same_v<Protocol, UnixSocket>)
@@ -688,10 +788,14 @@ private:
 
   asio::io_context &io;
   typename Protocol::acceptor acceptor;
+  asio::steady_timer retryTimer;
   TransportOptions opts;
   std::shared_ptr<MessageHandler> handler;
   ChannelAddr bound;
   std::vector<std::weak_ptr<ServerConnection<Protocol>>> connections;
+  /// Connections still in their handshake, oldest first (io thread only).
+  std::deque<std::weak_ptr<ServerConnection<Protocol>>> pending;
+  std::chrono::milliseconds backoff{0};
 };
 
 /// Owns the shared listener; closing it from the owner's side.

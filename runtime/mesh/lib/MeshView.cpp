@@ -51,19 +51,34 @@ MeshView::root(const std::vector<std::pair<std::string, int64_t>> &shape) {
   dims.reserve(shape.size());
   for (const auto &[name, size] : shape)
     dims.push_back(Dim{name, size, 0});
+  // Strides only for sizes create() accepts; it reports the rest.
   int64_t stride = 1;
   for (size_t i = dims.size(); i-- > 0;) {
     dims[i].stride = stride;
-    stride *= std::max<int64_t>(dims[i].size, 1);
+    int64_t size = std::max<int64_t>(dims[i].size, 1);
+    if (stride <= kMaxMeshRanks && size <= kMaxMeshRanks)
+      stride *= size;
   }
   return create(0, std::move(dims));
 }
+
+namespace {
+std::string describeShape(const std::vector<Dim> &dims) {
+  std::string out = "{";
+  for (size_t i = 0; i < dims.size(); ++i)
+    out += (i ? ", " : "") + dims[i].name + "=" + std::to_string(dims[i].size);
+  return out + "}";
+}
+} // namespace
 
 Result<MeshView> MeshView::create(int64_t offset, std::vector<Dim> dims) {
   if (offset < 0)
     return valueError("mesh offset must be non-negative, got " +
                       std::to_string(offset));
   std::set<std::string, std::less<>> seen;
+  // Products in 128 bits: no size or stride an input names can overflow.
+  unsigned __int128 ranks = 1;
+  unsigned __int128 last = static_cast<uint64_t>(offset);
   for (const Dim &dim : dims) {
     if (dim.name.empty())
       return valueError("mesh dimension names must not be empty");
@@ -77,8 +92,27 @@ Result<MeshView> MeshView::create(int64_t offset, std::vector<Dim> dims) {
       return valueError("mesh dimension '" + dim.name +
                         "' must have a non-negative stride, got " +
                         std::to_string(dim.stride));
+    ranks *= static_cast<uint64_t>(dim.size);
+    if (ranks > static_cast<uint64_t>(kMaxMeshRanks))
+      return valueError("a mesh holds at most " +
+                        std::to_string(kMaxMeshRanks) + " ranks; " +
+                        describeShape(dims) + " is larger");
+    last += static_cast<unsigned __int128>(dim.size - 1) *
+            static_cast<uint64_t>(dim.stride);
   }
+  if (last >= static_cast<uint64_t>(kMaxMeshRanks))
+    return valueError("mesh view (offset " + std::to_string(offset) + ", " +
+                      describeShape(dims) +
+                      ") reaches past rank " + std::to_string(kMaxMeshRanks - 1) +
+                      ", the largest a mesh may hold");
   return MeshView(offset, std::move(dims));
+}
+
+int64_t MeshView::maxRank() const {
+  int64_t last = offsetValue;
+  for (const Dim &dim : dimList)
+    last += (dim.size - 1) * dim.stride;
+  return last;
 }
 
 std::vector<std::string> MeshView::names() const {
@@ -391,6 +425,24 @@ MeshView::groupOf(int64_t rank, const std::vector<std::string> &dims) const {
     out.push_back(*rankAt(full));
   } while (nextCoords(groupCoords, groupSizes));
   return out;
+}
+
+Result<int64_t>
+MeshView::groupSize(const std::vector<std::string> &dims) const {
+  if (dims.empty())
+    return size();
+  std::vector<size_t> seenDims;
+  int64_t total = 1;
+  for (const std::string &name : dims) {
+    auto found = lookup(name);
+    if (!found)
+      return found.error();
+    if (std::find(seenDims.begin(), seenDims.end(), *found) != seenDims.end())
+      return valueError("dimension '" + name + "' named twice");
+    seenDims.push_back(*found);
+    total *= dimList[*found].size;
+  }
+  return total;
 }
 
 Result<std::vector<std::vector<int64_t>>>

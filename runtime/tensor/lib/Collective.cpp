@@ -24,6 +24,8 @@
 #include <ATen/ops/zeros.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <set>
 #include <sstream>
 
@@ -64,11 +66,12 @@ std::vector<std::string> dimsOf(const plan::Reduce &r) {
   return {r.dims().begin(), r.dims().end()};
 }
 
-/// The value an input ref contributes: its tensor, or zeros of the planned
-/// type with the error that replaced it.
+/// The value an input ref contributes: its tensor, or the error that
+/// replaced it and the device such a rank takes part on.
 struct Contribution {
   at::Tensor tensor;
   ErrorPtr error;
+  c10::Device device = c10::Device(c10::kCPU);
 };
 
 /// Where a rank whose input is unusable takes part (see the file comment):
@@ -142,16 +145,67 @@ Contribution contribution(const CollectiveEnv &env, int64_t ref,
   } catch (const std::exception &e) {
     c.error = env.fail(errorMessage(e));
   }
-  if (c.error)
-    c.tensor = at::zeros(
-        shape, at::TensorOptions().dtype(type).device(fallbackDevice(env)));
+  c.device = c.error ? fallbackDevice(env) : c.tensor.device();
   return c;
+}
+
+/// Zeros of the planned type for a rank that must take part without a usable
+/// input; an error (never an exception) when they cannot be allocated.
+Expected<at::Tensor> zerosOf(const plan::TensorMeta &meta,
+                             const c10::Device &device) {
+  std::vector<int64_t> shape(meta.shape().begin(), meta.shape().end());
+  try {
+    return at::zeros(shape, at::TensorOptions()
+                                .dtype(toScalarType(meta.dtype()))
+                                .device(device));
+  } catch (const std::exception &e) {
+    return Status(ErrorCode::Internal,
+                  "cannot allocate the planned " + shapeString(shape) +
+                      " input to take part with: " + errorMessage(e));
+  }
 }
 
 void bindError(const RefCells &table, const std::vector<int64_t> &refs,
                const ErrorPtr &error) {
   for (int64_t r : refs)
     table.set(r, RefValue{at::Tensor(), error});
+}
+
+/// DESIGN.md §5 supervision for tensor meshes: a collective with a member
+/// whose process failed cannot complete. Every live member sees the same
+/// failure (the controller told them all) and fails it at once, with a
+/// supervision error naming that rank, instead of waiting for it; groups
+/// without it are untouched. Null when every member is alive.
+ErrorPtr failedMember(const CollectiveEnv &env, const char *what,
+                      const std::vector<int64_t> &ranks) {
+  if (!env.health || !env.failProc)
+    return nullptr;
+  auto failed = env.health->firstFailed(ranks);
+  if (!failed)
+    return nullptr;
+  return env.failProc(std::string(what) + " over ranks [" + join(ranks, ", ") +
+                          "] needs rank " + std::to_string(failed->first) +
+                          ", whose process failed: " + failed->second,
+                      failed->first);
+}
+
+/// The error of a collective that failed: a supervision error when a member
+/// is now known failed (its death broke the connection), else the backend's.
+ErrorPtr collectiveFailure(const CollectiveEnv &env, const char *what,
+                           const std::vector<int64_t> &ranks,
+                           const std::string &message) {
+  // A member's death often breaks the connection a moment before the
+  // controller's word of it arrives: on this error path only, give that
+  // word a bounded moment (a death is known within milliseconds).
+  constexpr auto kGrace = std::chrono::milliseconds(3000);
+  auto until = std::chrono::steady_clock::now() + kGrace;
+  for (;;) {
+    if (ErrorPtr failed = failedMember(env, what, ranks))
+      return failed;
+    if (!env.health || std::chrono::steady_clock::now() >= until)
+      return env.fail(message);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 } // namespace
@@ -174,7 +228,29 @@ CommunicatorCache::get(CollectiveBackend &backend, const std::string &key,
     return comm;
   std::lock_guard<std::mutex> lock(mutex);
   comms.emplace(key, comm.value());
+  members.emplace(key, ranks);
   return comm;
+}
+
+void CommunicatorCache::abortWith(int64_t rank) {
+  std::vector<std::shared_ptr<Communicator>> doomed;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = comms.begin(); it != comms.end();) {
+      const auto &ranks = members[it->first];
+      if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) {
+        ++it;
+        continue;
+      }
+      // Dropped from the cache too: a group with a failed member is never
+      // used again (its collectives fail before they start).
+      doomed.push_back(std::move(it->second));
+      members.erase(it->first);
+      it = comms.erase(it);
+    }
+  }
+  for (auto &c : doomed)
+    c->abort();
 }
 
 uint64_t CommunicatorCache::nextTag(const std::string &key) {
@@ -184,9 +260,9 @@ uint64_t CommunicatorCache::nextTag(const std::string &key) {
 
 std::string checkReduce(const plan::Reduce &r, const mesh::MeshView &view) {
   auto dims = dimsOf(r);
-  auto groups = view.groups(dims);
-  if (!groups.ok())
-    return groups.error().message;
+  auto groupSize = view.groupSize(dims);
+  if (!groupSize.ok())
+    return groupSize.error().message;
   size_t ndims = dims.empty() ? view.ndim() : dims.size();
   bool stack = r.op() == plan::STACK;
   if ((stack || r.scatter()) && ndims > 1)
@@ -199,8 +275,7 @@ std::string checkReduce(const plan::Reduce &r, const mesh::MeshView &view) {
            "dim";
   if (r.in_place() && r.has_out())
     return "in-place reduce cannot also write to out=";
-  int64_t n =
-      groups->empty() ? 1 : static_cast<int64_t>(groups->front().size());
+  int64_t n = *groupSize;
   if (r.scatter()) {
     if (r.input_meta().shape_size() == 0)
       return "scatter needs a tensor with at least one dim";
@@ -244,14 +319,14 @@ ErrorPtr peerInputError(const CollectiveEnv &env,
   std::string key = "e" + std::to_string(env.stream) + "/" + join(ranks);
   auto comm = env.cache->get(*env.backend, key, ranks, env.rank, {});
   if (!comm.ok())
-    return env.fail(comm.status().message());
+    return collectiveFailure(env, "reduce", ranks, comm.status().message());
   int64_t flags[2] = {mine ? 1 : 0, mine ? mine->instruction : 0};
   std::vector<int64_t> all(2 * ranks.size());
   if (Status st =
           comm.value()->allgather(Buffer{flags, 2, plan::INT64},
                                   Buffer{all.data(), all.size(), plan::INT64});
       !st.isOk())
-    return env.fail(st.message());
+    return collectiveFailure(env, "reduce", ranks, st.message());
   size_t first = ranks.size();
   for (size_t i = 0; i < ranks.size() && first == ranks.size(); ++i)
     if (all[2 * i] != 0)
@@ -302,27 +377,54 @@ void runReduce(const CollectiveEnv &env, const plan::Reduce &r,
   }
   const std::vector<int64_t> &ranks = group.value();
   int64_t n = static_cast<int64_t>(ranks.size());
-  // The input decides the backend (and an unusable one the fallback device).
+  if (ErrorPtr failed = failedMember(env, "reduce", ranks)) {
+    bindError(*env.table, targets, failed);
+    return;
+  }
   Contribution in = contribution(env, r.input(), r.input_meta(), "reduce");
-  Route route = routeFor(env, in.tensor.device());
+  // With a CPU backend every member learns of every member's error before
+  // the data moves (peerInputError); the result is then an error on all of
+  // them, so none moves data and none needs zeros of the planned shape
+  // (which may not fit: [2^40, 4] once made a failing rank miss the
+  // collective and its peers wait out the timeout). Without one, only the
+  // failing rank knows: it takes part with zeros so that no peer hangs.
+  bool everyoneKnows = env.backend && n >= 2;
+  ErrorPtr error = in.error;
+  if (everyoneKnows)
+    if (ErrorPtr peer = peerInputError(env, ranks, in.error))
+      error = peer;
+  if (error && (everyoneKnows || n == 1)) {
+    bindError(*env.table, targets, error);
+    return;
+  }
+  if (in.error) {
+    auto zeros = zerosOf(r.input_meta(), in.device);
+    if (!zeros.ok()) {
+      // This rank's result is its own error either way; its peers, which
+      // cannot know, meet the bounded wait of their collective.
+      bindError(*env.table, targets, in.error);
+      return;
+    }
+    in.tensor = *zeros;
+  }
+  // The input decides the backend (and an unusable one the fallback device).
+  Route route = routeFor(env, in.device);
   if (!route.backend) {
     bindError(*env.table, targets,
               in.error ? in.error : env.fail(route.missing));
     return;
   }
-  remember(env, in.tensor.device());
+  remember(env, in.device);
   std::string key =
       route.prefix + "s" + std::to_string(env.stream) + "/" + join(ranks);
   auto comm = env.cache->get(*route.backend, key, ranks, env.rank, route.queue);
   if (!comm.ok()) {
-    bindError(*env.table, targets, env.fail(comm.status().message()));
+    bindError(*env.table, targets,
+              collectiveFailure(env, "reduce", ranks, comm.status().message()));
     return;
   }
   Communicator &c = *comm.value();
 
-  ErrorPtr error = in.error;
-  if (ErrorPtr peer = peerInputError(env, ranks, in.error))
-    error = peer;
   const at::Tensor &input = in.tensor;
   std::vector<int64_t> shape(r.input_meta().shape().begin(),
                              r.input_meta().shape().end());
@@ -348,7 +450,7 @@ void runReduce(const CollectiveEnv &env, const plan::Reduce &r,
     status = c.alltoall(bufferOf(input), bufferOf(result));
   }
   if (!status.isOk() && !error)
-    error = env.fail(status.message());
+    error = collectiveFailure(env, "reduce", ranks, status.message());
   if (error) {
     bindError(*env.table, targets, error);
     return;
@@ -418,6 +520,12 @@ void runSend(const CollectiveEnv &env, const plan::SendTensor &s,
   };
   bool crossProcess = std::any_of(pairs.begin(), pairs.end(),
                                   [](auto &p) { return p.first != p.second; });
+  if (crossProcess)
+    if (ErrorPtr failed = failedMember(env, "to_mesh", ranks)) {
+      if (dest.contains(env.rank))
+        bindError(*env.table, {s.result()}, failed);
+      return;
+    }
   bool amSource = source.contains(env.rank);
   bool amDest = dest.contains(env.rank);
 
@@ -455,7 +563,8 @@ void runSend(const CollectiveEnv &env, const plan::SendTensor &s,
   auto controlComm =
       env.cache->get(*control.backend, key, ranks, env.rank, control.queue);
   if (!controlComm.ok()) {
-    failResult(env.fail(controlComm.status().message()));
+    failResult(collectiveFailure(env, "to_mesh", ranks,
+                                 controlComm.status().message()));
     return;
   }
   uint64_t tag = env.cache->nextTag(key) * 2;
@@ -467,14 +576,14 @@ void runSend(const CollectiveEnv &env, const plan::SendTensor &s,
     auto *h = mine.data_ptr<int64_t>();
     h[0] = in.error ? 1 : 0;
     h[1] = in.error ? in.error->instruction : 0;
-    h[2] = in.tensor.is_cuda() ? 2 : 1;
+    h[2] = in.device.is_cuda() ? 2 : 1;
   }
   mine = mine.to(controlDevice);
   at::Tensor all = at::empty({static_cast<int64_t>(ranks.size()), 3},
                              longs.device(controlDevice));
   if (Status st = controlComm.value()->allgather(bufferOf(mine), bufferOf(all));
       !st.isOk()) {
-    failResult(env.fail(st.message()));
+    failResult(collectiveFailure(env, "to_mesh", ranks, st.message()));
     return;
   }
   at::Tensor table = all.cpu(); // waits for the gather on a CUDA control
@@ -548,7 +657,7 @@ void runSend(const CollectiveEnv &env, const plan::SendTensor &s,
                     ? comm.value()->sendRecv(sends[kind], recvs[kind], tag + 1)
                     : comm.status();
     if (!st.isOk() && !failure)
-      failure = env.fail(st.message());
+      failure = collectiveFailure(env, "to_mesh", ranks, st.message());
   }
   if (from < 0)
     return;

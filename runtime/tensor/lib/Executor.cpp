@@ -516,6 +516,8 @@ struct Executor::Impl {
         device(workerDevice(options.rank)) {
     if (device >= 0)
       setProcessDevice(device);
+    if (!options.health)
+      options.health = std::make_shared<PeerHealth>();
     if (options.intraOpThreads > 0)
       at::set_num_threads(options.intraOpThreads);
     if (!options.rootShape.empty())
@@ -637,6 +639,10 @@ struct Executor::Impl {
     f.set_rank(e.rank);
     f.set_message(e.message);
     f.set_location(e.location);
+    if (e.failedRank >= 0) {
+      f.set_supervision(true);
+      f.set_failed_rank(e.failedRank);
+    }
     callbacks.onFailure(f);
   }
 
@@ -650,6 +656,15 @@ struct Executor::Impl {
 
   ErrorPtr rootError(const InstInfo &info, const std::string &message) {
     return rootError(info.id, info.location, message);
+  }
+
+  /// A root failure caused by rank `failed`'s process, not by the op.
+  ErrorPtr procError(const InstInfo &info, const std::string &message,
+                     int64_t failed) {
+    auto e = std::make_shared<ErrorRecord>(
+        ErrorRecord{info.id, options.rank, message, info.location, failed});
+    report(*e);
+    return e;
   }
 
   /// Runs `body` as one instruction: an errored input makes `outputs`
@@ -1232,6 +1247,10 @@ struct Executor::Impl {
     env.cache = &comms;
     env.table = &cells;
     env.fail = [this, i](const std::string &m) { return rootError(*i, m); };
+    env.health = options.health.get();
+    env.failProc = [this, i](const std::string &m, int64_t failed) {
+      return procError(*i, m, failed);
+    };
     return env;
   }
 
@@ -1548,6 +1567,10 @@ struct Executor::Impl {
                     f->set_rank(e.rank);
                     f->set_message(e.message);
                     f->set_location(e.location);
+                    if (e.failedRank >= 0) {
+                      f->set_supervision(true);
+                      f->set_failed_rank(e.failedRank);
+                    }
                   };
                   if (!useError.empty()) {
                     setError(*rootError(*i, useError));
@@ -1983,6 +2006,11 @@ bool Executor::waitIdle(std::chrono::milliseconds timeout) {
 }
 
 int64_t Executor::rank() const { return impl->options.rank; }
+
+void Executor::rankFailed(int64_t rank, const std::string &reason) {
+  impl->options.health->markFailed(rank, reason);
+  impl->comms.abortWith(rank);
+}
 
 size_t Executor::liveRefs() const { return impl->liveRefs(); }
 

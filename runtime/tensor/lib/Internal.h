@@ -33,6 +33,9 @@ struct ErrorRecord {
   int64_t rank;
   std::string message;
   std::string location;
+  /// >= 0: not the op's failure but that rank's process's (plan::Failure's
+  /// supervision / failed_rank).
+  int64_t failedRank = -1;
 };
 using ErrorPtr = std::shared_ptr<const ErrorRecord>;
 
@@ -330,10 +333,15 @@ public:
   /// Next point-to-point tag of a communicator (the same sequence on every
   /// member, since members issue its instructions in the same order).
   uint64_t nextTag(const std::string &key);
+  /// Rank `rank`'s process failed: aborts every communicator it is a member
+  /// of (Communicator::abort), so members blocked in one -- waiting on a
+  /// live peer that already gave up on it -- fail now, not at the timeout.
+  void abortWith(int64_t rank);
 
 private:
   std::mutex mutex;
   std::unordered_map<std::string, std::shared_ptr<Communicator>> comms;
+  std::unordered_map<std::string, std::vector<int64_t>> members;
   std::unordered_map<std::string, uint64_t> tags;
 };
 
@@ -354,6 +362,10 @@ struct CollectiveEnv {
   /// Set when the input failed a check on this rank only: the rank still
   /// takes part, with zeros.
   ErrorPtr inputError;
+  /// Ranks whose processes failed; may be null.
+  const PeerHealth *health = nullptr;
+  /// Reports a root failure caused by rank `failed`'s process.
+  std::function<ErrorPtr(const std::string &, int64_t failed)> failProc;
 };
 
 /// DESIGN.md §6.2 on this rank; returns normally after binding the result

@@ -3,7 +3,10 @@
 #include "monarch/tensor/Plan.h"
 
 #include "monarch/mesh/MeshView.h"
+#include "monarch/tensor/Collectives.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <map>
 #include <set>
@@ -98,6 +101,22 @@ private:
     return Status(ErrorCode::Invalid, os.str());
   }
 
+  /// A planned tensor type: sizes non-negative and a byte count that fits in
+  /// int64 (workers allocate it when a collective's input is an error).
+  static Status checkMeta(const plan::Instruction &inst,
+                          const plan::TensorMeta &meta) {
+    unsigned __int128 bytes = std::max<size_t>(elementSize(meta.dtype()), 1);
+    for (int64_t d : meta.shape()) {
+      if (d < 0)
+        return fail(inst, "planned shape has a negative size " +
+                              std::to_string(d));
+      bytes *= static_cast<uint64_t>(d);
+      if (bytes > static_cast<uint64_t>(INT64_MAX))
+        return fail(inst, "planned tensor of more than 2^63 bytes");
+    }
+    return Status();
+  }
+
   Status addMesh(const plan::Mesh &m) {
     if (m.id() <= 0 || meshes.count(m.id()))
       return Status(ErrorCode::Invalid, "mesh id " + std::to_string(m.id()) +
@@ -105,11 +124,14 @@ private:
     auto view = meshViewOf(m);
     if (!view.ok())
       return view.status();
-    for (int64_t r : view->ranks())
-      if (r >= rootSize)
-        return Status(ErrorCode::Invalid,
-                      "mesh " + std::to_string(m.id()) + " holds rank " +
-                          std::to_string(r) + " outside the root mesh");
+    // Arithmetically: the view's largest rank (the views of a plan may be
+    // as large as the root, and there may be many of them).
+    if (view->maxRank() >= rootSize)
+      return Status(ErrorCode::Invalid,
+                    "mesh " + std::to_string(m.id()) + " holds rank " +
+                        std::to_string(view->maxRank()) +
+                        " outside the root mesh of " +
+                        std::to_string(rootSize) + " ranks");
     meshes.emplace(m.id(), view.value());
     return Status();
   }
@@ -173,9 +195,11 @@ private:
     }
     case plan::Instruction::kReduce: {
       const auto &r = inst.reduce();
-      auto group = view.groups({r.dims().begin(), r.dims().end()});
+      auto group = view.groupSize({r.dims().begin(), r.dims().end()});
       if (!group.ok())
         return fail(inst, group.error().message);
+      if (Status meta = checkMeta(inst, r.input_meta()); !meta.isOk())
+        return meta;
       if (r.input_meta().dtype() == plan::DTYPE_UNSPECIFIED)
         return fail(inst, "reduce needs input_meta (dtype and shape)");
       break;
@@ -186,6 +210,8 @@ private:
         return fail(inst, "send between unknown meshes");
       if (s.meta().dtype() == plan::DTYPE_UNSPECIFIED)
         return fail(inst, "send_tensor needs meta (dtype and shape)");
+      if (Status meta = checkMeta(inst, s.meta()); !meta.isOk())
+        return meta;
       break;
     }
     case plan::Instruction::kRankTensor:

@@ -2,6 +2,8 @@
 
 #include "monarch/tensor/TempDir.h"
 
+#include "monarch/runtime/util/OwnedDirs.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -12,10 +14,8 @@
 
 namespace monarch::tensor {
 
-TempDir::TempDir(const std::string &prefix) {
-  const char *base = std::getenv("TMPDIR");
-  std::string pattern = std::string(base && *base ? base : "/tmp") +
-                        "/monarch-" + prefix + "-XXXXXX";
+namespace {
+std::string makeDir(const std::string &pattern) {
   std::vector<char> buffer(pattern.begin(), pattern.end());
   buffer.push_back('\0');
   if (!::mkdtemp(buffer.data())) {
@@ -23,8 +23,15 @@ TempDir::TempDir(const std::string &prefix) {
                  pattern.c_str(), std::strerror(errno));
     std::abort();
   }
-  dir = buffer.data();
+  return buffer.data();
 }
+} // namespace
+
+TempDir::TempDir(const std::string &prefix)
+    : dir(makeDir(ownedDirTemplate(prefix))) {}
+
+TempDir::TempDir(const std::string &prefix, const std::string &parent)
+    : dir(makeDir(parent + "/" + prefix + "-XXXXXX")) {}
 
 TempDir::~TempDir() { removeTree(dir); }
 

@@ -12,8 +12,27 @@ func.func @mesh_zero_size(%m: !monarch.mesh<gpu = 0>)
 
 // -----
 
-// expected-error @+1 {{a mesh holds at most 2147483647 procs}}
+// expected-error @+1 {{a mesh holds at most 1048576 procs; dimension 'b' brings it past that}}
 func.func @mesh_too_many_procs(%m: !monarch.mesh<a = 65536, b = 32768>)
+
+// -----
+
+// One dim past the bound (a million GPUs on one "host" dim).
+// expected-error @+1 {{a mesh holds at most 1048576 procs; dimension 'gpu' brings it past that}}
+func.func @mesh_one_dim_too_large(%m: !monarch.mesh<gpu = 2000000>)
+
+// -----
+
+// Sizes whose product overflows int64 are refused, not wrapped around.
+// expected-error @+1 {{a mesh holds at most 1048576 procs; dimension 'b' brings it past that}}
+func.func @mesh_overflowing_product(%m: !monarch.mesh<a = 1048576, b = 9223372036854775807>)
+
+// -----
+
+// The largest mesh verifies.
+func.func @mesh_at_the_bound(%m: !monarch.mesh<a = 1024, b = 1024>) {
+  return
+}
 
 // -----
 
@@ -125,7 +144,9 @@ func.func @view_bad_layout(%m: !monarch.mesh<host = 2, gpu = 4>) {
 // -----
 
 func.func @view_overflow(%m: !monarch.mesh<host = 2, gpu = 4>) {
-  // expected-error @+1 {{view reaches past rank 9223372036854775807 but the root mesh has 8 procs}}
+  // The mesh library refuses a view reaching past the largest mesh before
+  // any arithmetic on its ranks could overflow.
+  // expected-error @+1 {{invalid view: ValueError: mesh view (offset 9223372036854775807, {gpu=2}) reaches past rank 1048575, the largest a mesh may hold}}
   %v = monarch.view %m offset 9223372036854775807 (gpu = 2:1) : !monarch.mesh<host = 2, gpu = 4>
   return
 }

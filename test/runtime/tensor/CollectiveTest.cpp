@@ -245,6 +245,34 @@ TEST(Collectives, ErroredInputTakesPartAndTheResultIsAnErrorEverywhere) {
   }
 }
 
+TEST(Collectives, AnErroredInputOfAHugePlannedShapeFailsEverywhereAtOnce) {
+  // The plan says [2^40, 4] floats (16 TiB); the inputs are not that, so
+  // every rank's input is an error. Taking part with zeros of that shape
+  // cannot be allocated: the members learn of the errors first and none
+  // moves data, so the result is an error everywhere at once (it used to
+  // leave the peers waiting out the whole timeout), and the communicator
+  // stays in step for the next reduce.
+  PlanBuilder b({{"host", 2}, {"gpu", 2}});
+  int64_t small = b.op(0, "aten::ones", "", {val::ints({2})});
+  int64_t huge = b.reduce(0, small, meta(plan::FLOAT32, {int64_t{1} << 40, 4}),
+                          {}, plan::SUM);
+  int64_t fhuge = b.fetch(0, huge);
+  int64_t fafter = b.fetch(
+      0, b.reduce(0, small, meta(plan::FLOAT32, {2}), {}, plan::SUM));
+  auto start = std::chrono::steady_clock::now();
+  Outcome out = runOk(b);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
+  ASSERT_EQ(out.reports.size(), size_t(kRanks));
+  for (int k = 0; k < kRanks; ++k) {
+    SCOPED_TRACE("rank " + std::to_string(k));
+    const auto *e = reply(out, k, fhuge);
+    ASSERT_TRUE(e && e->has_error());
+    EXPECT_NE(e->error().message().find("the plan says"), std::string::npos)
+        << e->error().message();
+    EXPECT_TRUE(at::equal(value(out, k, fafter), at::full({2}, 4.f)));
+  }
+}
+
 TEST(Collectives, ToMeshAcrossSlicesBroadcastAndCopySemantics) {
   PlanBuilder b({{"host", 2}, {"gpu", 2}});
   const auto &root = b.rootView();
@@ -350,6 +378,33 @@ TEST(MonarchRun, RefusesCorruptedAndFuturePlansWithoutLaunching) {
       << out2;
   // Nothing was launched: no worker ever printed.
   EXPECT_EQ(out1.find("tensor_procs"), std::string::npos) << out1;
+}
+
+TEST(MonarchRun, RefusesMeshesTooLargeForTheHostOrForAnyMesh) {
+  TempDir tmp("plans");
+  // 2^40 ranks (used to abort with std::bad_alloc, rc 134), 2^31 - 1 (took
+  // 27 s and 17 GB to refuse) and 100,000 (valid as a mesh, but more procs
+  // than this host may start: it used to fork them all).
+  for (int64_t size : {int64_t{1} << 40, int64_t{2147483647}, int64_t{100000}}) {
+    SCOPED_TRACE(size);
+    PlanBuilder b({{"gpu", 2}});
+    b.op(0, "aten::ones", "", {val::ints({1})});
+    b.program().mutable_root(0)->set_size(size);
+    std::ofstream(tmp.file("big.plan"), std::ios::binary) << b.serialize();
+    auto start = std::chrono::steady_clock::now();
+    auto [rc, out] = monarchRun(tmp.file("big.plan"));
+    EXPECT_LT(std::chrono::steady_clock::now() - start,
+              std::chrono::seconds(10));
+    EXPECT_EQ(rc, 2) << out;
+    if (size > monarch::mesh::kMaxMeshRanks)
+      EXPECT_NE(out.find("a mesh holds at most 1048576 ranks"),
+                std::string::npos)
+          << out;
+    else
+      EXPECT_NE(out.find("MONARCH_MAX_PROCS_PER_HOST"), std::string::npos)
+          << out;
+    EXPECT_EQ(out.find("tensor_procs rank"), std::string::npos) << out;
+  }
 }
 
 TEST(MonarchRun, PrintsFetchesInProgramOrderAndFailsOnAFailedFetch) {
@@ -477,10 +532,13 @@ TEST(Controller, AWorkerKilledMidProgramIsReportedNotHungOn) {
   ASSERT_EQ(pids.size(), size_t(kRanks));
   ASSERT_TRUE(c.submit(all).isOk());
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  int supervised = 0;
   while (!reported && std::chrono::steady_clock::now() < deadline) {
     auto e = c.next(std::chrono::milliseconds(500));
     if (!e)
       continue;
+    if (e->worker.has_failure() && e->worker.failure().supervision())
+      ++supervised; // a live member may notice before the controller says
     if (e->kind == ControllerEvent::Kind::ProcFailure) {
       EXPECT_TRUE(killed);
       EXPECT_EQ(e->rank, 2);
@@ -493,8 +551,20 @@ TEST(Controller, AWorkerKilledMidProgramIsReportedNotHungOn) {
     }
   }
   EXPECT_TRUE(reported) << "no supervision event for the killed worker";
-  // Sending to the dead worker's mesh is an error, not a hang.
-  EXPECT_FALSE(c.submit(all).isOk());
+  // The live workers were waiting for rank 2 in the all-reduce: told of its
+  // death, they fail it at once with a supervision error naming it instead
+  // of waiting out the 20 s timeout.
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (supervised < 3 && std::chrono::steady_clock::now() < until)
+    if (auto e = c.next(std::chrono::milliseconds(200));
+        e && e->worker.has_failure() && e->worker.failure().supervision()) {
+      EXPECT_EQ(e->worker.failure().failed_rank(), 2);
+      ++supervised;
+    }
+  EXPECT_EQ(supervised, 3);
+  // Sending more to the mesh is no error: the live workers are served (the
+  // fetches a dead rank owes fail; TensorSupervisionTest).
+  EXPECT_TRUE(c.submit(plan::InstructionBatch()).isOk());
   auto stopStart = std::chrono::steady_clock::now();
   (void)c.stop();
   EXPECT_LT(std::chrono::steady_clock::now() - stopStart,

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <algorithm>
 #include <cstdlib>
 #include <future>
@@ -123,6 +125,59 @@ TEST(Plan, MeshOutsideRootIsRefused) {
   auto s = validatePlan(b.program());
   ASSERT_FALSE(s.isOk());
   EXPECT_NE(s.message().find("outside the root mesh"), std::string::npos);
+}
+
+TEST(Plan, MeshSizesAreCheckedArithmeticallyNotByEnumeration) {
+  // 2^40 ranks used to end in std::bad_alloc, 2^31 - 1 took 27 s and 17 GB
+  // before it was refused: now both are refused at once.
+  for (int64_t size : {int64_t{1} << 40, int64_t{2147483647},
+                       monarch::mesh::kMaxMeshRanks + 1}) {
+    PlanBuilder b({{"x", 2}});
+    b.program().mutable_root(0)->set_size(size);
+    auto start = std::chrono::steady_clock::now();
+    auto s = validatePlan(b.program());
+    EXPECT_LT(std::chrono::steady_clock::now() - start,
+              std::chrono::milliseconds(500));
+    ASSERT_FALSE(s.isOk()) << size;
+    EXPECT_NE(s.message().find("a mesh holds at most 1048576 ranks"),
+              std::string::npos)
+        << s.message();
+  }
+  // A view as large as the largest root, and a stride-0 view as large as a
+  // mesh may be: accepted without listing their ranks.
+  PlanBuilder big({{"a", 1024}, {"b", 1024}});
+  auto *m = big.program().add_meshes();
+  m->set_id(1);
+  auto *d = m->add_dims();
+  d->set_name("x");
+  d->set_size(monarch::mesh::kMaxMeshRanks);
+  d->set_stride(0);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(validatePlan(big.program()).isOk());
+  EXPECT_LT(std::chrono::steady_clock::now() - start,
+            std::chrono::milliseconds(500));
+  // Past it: refused however the sizes multiply out.
+  d->set_size(int64_t{1} << 62);
+  auto s = validatePlan(big.program());
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("at most 1048576 ranks"), std::string::npos)
+      << s.message();
+}
+
+TEST(Plan, PlannedTensorTypesMustFitInMemoryArithmetic) {
+  auto withMeta = [](std::vector<int64_t> shape) {
+    PlanBuilder b({{"x", 2}});
+    int64_t t = b.op(b.root(), "aten::ones", "", {val::ints({2})});
+    b.reduce(b.root(), t, meta(plan::FLOAT32, shape), {"x"}, plan::SUM);
+    return validatePlan(b.program());
+  };
+  EXPECT_TRUE(withMeta({int64_t{1} << 40, 4}).isOk()); // large but countable
+  auto negative = withMeta({2, -1});
+  ASSERT_FALSE(negative.isOk());
+  EXPECT_NE(negative.message().find("negative size"), std::string::npos);
+  auto overflow = withMeta({int64_t{1} << 62, 4});
+  ASSERT_FALSE(overflow.isOk());
+  EXPECT_NE(overflow.message().find("2^63 bytes"), std::string::npos);
 }
 
 TEST(Plan, ReduceNeedsMetaAndKnownDims) {

@@ -2,6 +2,7 @@
 
 #include "monarch/Dialect/Monarch/IR/MonarchTypes.h"
 #include "monarch/Dialect/Monarch/IR/MonarchDialect.h"
+#include "monarch/mesh/MeshView.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -13,6 +14,9 @@ using namespace monarch;
 
 #define GET_TYPEDEF_CLASSES
 #include "monarch/Dialect/Monarch/IR/MonarchTypes.cpp.inc"
+
+static_assert(MeshType::kMaxProcs == monarch::mesh::kMaxMeshRanks,
+              "the dialect and the runtime bound meshes alike");
 
 void MonarchDialect::registerTypes() {
   addTypes<
@@ -42,10 +46,14 @@ LogicalResult MeshType::verify(function_ref<InFlightDiagnostic()> emitError,
     if (size < 1)
       return emitError() << "mesh dimension '" << name.getValue()
                          << "' must have a positive size, got " << size;
-    // Bounded so that every rank, offset and stride of a view fits in int64
-    // arithmetic without overflow.
+    // Bounded (arithmetically: `procs` never exceeds kMaxProcs before the
+    // multiply, so it cannot overflow) as the plan loader and spawn bound
+    // them, so a program that verifies is never refused for its size later
+    // and every rank, offset and stride of a view fits in int64 arithmetic.
     if (size > kMaxProcs || (procs *= size) > kMaxProcs)
-      return emitError() << "a mesh holds at most " << kMaxProcs << " procs";
+      return emitError() << "a mesh holds at most " << kMaxProcs
+                         << " procs; dimension '" << name.getValue()
+                         << "' brings it past that";
   }
   return success();
 }

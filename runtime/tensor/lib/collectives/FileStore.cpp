@@ -69,6 +69,23 @@ Expected<std::vector<char>> FileStore::get(const std::string &key,
   }
 }
 
+void PeerHealth::markFailed(int64_t rank, std::string reason) {
+  std::lock_guard<std::mutex> guard(mu);
+  if (failed.emplace(rank, std::move(reason)).second)
+    failures.fetch_add(1);
+}
+
+std::optional<std::pair<int64_t, std::string>>
+PeerHealth::firstFailed(const std::vector<int64_t> &ranks) const {
+  if (failures.load() == 0)
+    return std::nullopt; // the common case takes no lock
+  std::lock_guard<std::mutex> guard(mu);
+  for (int64_t r : ranks)
+    if (auto it = failed.find(r); it != failed.end())
+      return *it;
+  return std::nullopt;
+}
+
 size_t elementSize(plan::DType dtype) {
   switch (dtype) {
   case plan::UINT8:

@@ -19,6 +19,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -58,6 +59,59 @@ private:
   std::chrono::milliseconds timeout;
 };
 
+/// The store of one rendezvous: waits in short slices and gives up as soon
+/// as one of the communicator's members is known failed, instead of waiting
+/// the whole timeout for a key a dead process will never set.
+class RendezvousStore : public gloo::rendezvous::Store {
+public:
+  RendezvousStore(gloo::rendezvous::Store &inner,
+                  std::chrono::milliseconds timeout, const PeerHealth *health,
+                  const std::vector<int64_t> &ranks)
+      : inner(inner), timeout(timeout), health(health), ranks(ranks) {}
+
+  void set(const std::string &key, const std::vector<char> &data) override {
+    inner.set(key, data);
+  }
+  std::vector<char> get(const std::string &key) override {
+    wait({key}, timeout);
+    return inner.get(key);
+  }
+  void wait(const std::vector<std::string> &keys) override {
+    wait(keys, timeout);
+  }
+  /// Gloo passes its context's timeout, which connect() keeps short for
+  /// the pairs' connect phase; waiting for a member to arrive gets the
+  /// whole rendezvous timeout (a member may be slow or stalled and back).
+  void wait(const std::vector<std::string> &keys,
+            const std::chrono::milliseconds &) override {
+    if (!health)
+      return inner.wait(keys, timeout);
+    constexpr std::chrono::milliseconds kSlice{200};
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (auto failed = health->firstFailed(ranks))
+        throw std::runtime_error("member rank " +
+                                 std::to_string(failed->first) +
+                                 " failed: " + failed->second);
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left <= kSlice)
+        return inner.wait(keys, std::max(left, std::chrono::milliseconds(1)));
+      try {
+        return inner.wait(keys, kSlice);
+      } catch (const std::exception &) {
+        // Not there yet: look at the members again, then wait on.
+      }
+    }
+  }
+
+private:
+  gloo::rendezvous::Store &inner;
+  std::chrono::milliseconds timeout;
+  const PeerHealth *health;
+  std::vector<int64_t> ranks;
+};
+
 using ReduceFn = void (*)(void *, const void *, const void *, size_t);
 
 template <typename T> ReduceFn reduceFn(ReduceKind kind) {
@@ -92,6 +146,16 @@ public:
 
   int rank() const override { return ctx->rank; }
   int size() const override { return ctx->size; }
+
+  /// Closing the pairs wakes an operation waiting on any of them with an
+  /// error (the pair state moves to closed under its own lock).
+  void abort() override {
+    try {
+      ctx->closeConnections();
+    } catch (const std::exception &) {
+      // Already closed or broken: nothing is waiting on it any more.
+    }
+  }
 
   Status allreduce(Buffer b, ReduceKind kind) override {
     if (size() == 1 || b.count == 0)
@@ -221,6 +285,9 @@ private:
   uint32_t tag = 0;
 };
 
+/// See GlooBackend::connect.
+constexpr std::chrono::milliseconds kConnectTimeout{1000};
+
 class GlooBackend : public CollectiveBackend {
 public:
   GlooBackend(std::shared_ptr<Store> store, GlooOptions options)
@@ -240,12 +307,25 @@ public:
     try {
       auto context = std::make_shared<gloo::rendezvous::Context>(
           index, static_cast<int>(ranks.size()));
-      context->setTimeout(options.timeout);
       if (ranks.size() > 1) {
-        gloo::rendezvous::PrefixStore prefixed("monarch/" + key, *store);
+        RendezvousStore guarded(*store, options.timeout, options.health.get(),
+                                ranks);
+        gloo::rendezvous::PrefixStore prefixed("monarch/" + key, guarded);
         std::shared_ptr<gloo::transport::Device> dev = device();
+        // Connecting the pairs starts once every member has published its
+        // address, i.e. is connecting too: it takes milliseconds, unless a
+        // member died in between -- then Gloo would wait several times the
+        // context's timeout for it. A short bound for this phase (the store
+        // waits above keep the full one) ends that wait within seconds.
+        context->setTimeout(std::min(options.timeout, kConnectTimeout));
         context->connectFullMesh(prefixed, dev);
+        if (options.health)
+          if (auto failed = options.health->firstFailed(ranks))
+            throw std::runtime_error("member rank " +
+                                     std::to_string(failed->first) +
+                                     " failed: " + failed->second);
       }
+      context->setTimeout(options.timeout);
       return std::shared_ptr<Communicator>(
           std::make_shared<GlooCommunicator>(context, options.timeout));
     } catch (const std::exception &e) {

@@ -60,6 +60,12 @@ Expected<PlanRunResult> runPlan(Controller &controller,
       result.procFailures.push_back(event->message);
       return result;
     }
+    if (event->kind == ControllerEvent::Kind::ProcUnresponsive ||
+        event->kind == ControllerEvent::Kind::ProcResponsive) {
+      if (observer.onLiveness)
+        observer.onLiveness(*event);
+      continue;
+    }
     const auto &w = event->worker;
     switch (w.kind_case()) {
     case plan::WorkerEvent::kFetch:

@@ -88,6 +88,7 @@ public:
         bind && std::string(bind) == "1")
       bindToCoreShare(context().rank, options.rootShape);
     options.actors = processActorBridge(); // rref: actors of this process
+    options.health = std::make_shared<PeerHealth>();
     std::shared_ptr<Store> store;
     if (!config.store_addr().empty()) {
       proto::PortRef server;
@@ -100,6 +101,7 @@ public:
     if (store) {
       GlooOptions gloo;
       gloo.timeout = options.timeout;
+      gloo.health = options.health;
       // Workers on TCP (other hosts) publish their own address for Gloo's
       // connections; Unix-socket workers are local and keep loopback.
       std::string self = host::tcpHostOf(Runtime::ofProcess().addr());
@@ -150,6 +152,14 @@ public:
     return {};
   }
 
+  /// Broadcast by the controller when a worker's process failed: the
+  /// collectives that need it fail at once (Executor::rankFailed).
+  void rankFailed(int64_t rank, std::string reason) {
+    log::debug("tensor worker ", context().rank, ": rank ", rank,
+               " failed: ", reason);
+    executor->rankFailed(rank, reason);
+  }
+
   void submit(Blob batchBytes) {
     plan::InstructionBatch batch;
     if (!batch.ParseFromArray(batchBytes.buffer.data(),
@@ -184,6 +194,8 @@ void registerTensorWorker() {
           .constructor<proto::PortRef, plan::WorkerConfig>()
           .endpoint("declare", &TensorWorker::declare)
           .endpoint("submit", &TensorWorker::submit)
+          .endpoint("rank_failed", &TensorWorker::rankFailed)
+          .system()
           .install();
   (void)registered;
 }

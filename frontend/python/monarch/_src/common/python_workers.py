@@ -60,7 +60,11 @@ def launcher_path(kind: str = "actor") -> str:
     if env:
         return env
     if kind not in _launchers:
-        d = tempfile.mkdtemp(prefix="monarch-pyworker-")
+        # Inside the runtime's private directory, which goes on every exit
+        # path (SIGTERM, SIGKILL, a worker's _exit), unlike an atexit hook.
+        from monarch import _actors  # type: ignore[attr-defined]
+
+        d = tempfile.mkdtemp(prefix="monarch-pyworker-", dir=_actors.private_dir())
         atexit.register(shutil.rmtree, d, True)  # the script is only exec'd
         path = os.path.join(d, f"monarch-python-{kind}-worker")
         exe, args, exports = worker_command(kind)

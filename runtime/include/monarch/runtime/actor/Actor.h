@@ -61,6 +61,11 @@ struct ActorClassInfo {
   std::string name;
   Factory factory;
   std::unordered_map<std::string, Handler> endpoints;
+  /// A system actor (the tensor worker): the mesh is unusable without it,
+  /// so a fire-and-forget message that fails -- malformed, unknown endpoint,
+  /// a handler that throws -- is logged and the actor serves on, where a
+  /// user actor stops (Monarch's semantics for user code).
+  bool system = false;
 };
 
 /// Process-wide registry of actor classes by name.
@@ -109,6 +114,12 @@ public:
         makeHandler<R, Args...>([method](A &self, auto &&...a) -> R {
           return (self.*method)(std::forward<decltype(a)>(a)...);
         });
+    return *this;
+  }
+
+  /// Marks the class a system actor (ActorClassInfo::system).
+  ActorClass &system() {
+    info.system = true;
     return *this;
   }
 

@@ -94,6 +94,17 @@ public:
     return sent.ok() ? Status::ok() : sent.status();
   }
 
+  /// broadcast() to the ranks of the view that have not failed, skipping
+  /// those that have (and reaching unresponsive ones, whose connections
+  /// stay open): how a controller keeps driving the live slices of a mesh
+  /// after one of its procs died. Ok with nothing to send.
+  template <typename... A>
+  Status broadcastLive(const std::string &endpoint, const A &...args) const {
+    PayloadList payloads;
+    proto::Value encoded = encodeArgs(payloads, args...);
+    return broadcastLiveRaw(endpoint, std::move(encoded), std::move(payloads));
+  }
+
   template <typename R, typename... A>
   std::vector<Future<R>> stream(const std::string &endpoint,
                                 const A &...args) const {
@@ -141,7 +152,10 @@ private:
 
   Expected<std::shared_ptr<PendingCall>>
   castRaw(const std::vector<int64_t> &ranks, const std::string &endpoint,
-          proto::Value args, PayloadList payloads, Mode mode) const;
+          proto::Value args, PayloadList payloads, Mode mode,
+          bool toUnresponsive = false) const;
+  Status broadcastLiveRaw(const std::string &endpoint, proto::Value args,
+                          PayloadList payloads) const;
   Expected<int64_t> chooseRank() const;
 
   template <typename R, typename... A>

@@ -10,6 +10,7 @@
 #ifndef MONARCH_RUNTIME_PROC_HOST_H
 #define MONARCH_RUNTIME_PROC_HOST_H
 
+#include "monarch/runtime/proc/Liveness.h"
 #include "monarch/runtime/proc/ProcLauncher.h"
 #include "monarch/runtime/proc/ProcMesh.h"
 
@@ -32,6 +33,9 @@ struct SpawnProcsOptions {
   /// Shared libraries each worker dlopens (actor classes defined there).
   std::vector<std::string> actorLibraries;
   std::chrono::milliseconds readyTimeout{30000};
+  /// Heartbeats and the silence after which a proc is unresponsive
+  /// (proc/Liveness.h); interval 0 turns it off for this mesh.
+  LivenessOptions liveness = LivenessOptions::fromEnvironment();
   /// How procs are started; default: fork/exec on this machine.
   std::shared_ptr<ProcLauncher> launcher;
 };

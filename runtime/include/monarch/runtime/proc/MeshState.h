@@ -9,6 +9,7 @@
 #define MONARCH_RUNTIME_PROC_MESHSTATE_H
 
 #include "monarch/mesh/MeshView.h"
+#include "monarch/runtime/proc/Liveness.h"
 #include "monarch/runtime/proc/PendingCall.h"
 #include "monarch/runtime/proc/ProcLauncher.h"
 #include "monarch/runtime/supervision/Supervision.h"
@@ -35,6 +36,9 @@ public:
     bool ready = false;
     bool alive = true;
     std::string failure;
+    /// No heartbeat for a while (Liveness.h): calls to it fail meanwhile.
+    bool unresponsive = false;
+    int64_t silentMs = 0;
   };
 
   ProcMeshState(Runtime &rt, std::string name, mesh::MeshView root);
@@ -43,8 +47,17 @@ public:
   /// A proc died or became unreachable: fail its calls, mark its actors,
   /// resynchronize ordering with the others, raise the supervision event.
   void procFailed(uint32_t rank, const std::string &reason);
-  /// Not ok if any of `procRanks` has failed or the mesh is stopped.
-  Status checkProcs(const std::vector<uint32_t> &procRanks);
+  /// A proc went silent (no heartbeat for `silentMs`): fail its calls and
+  /// raise an Unresponsive event; it may come back (procResponsive).
+  void procUnresponsive(uint32_t rank, int64_t silentMs);
+  /// It was heard from again: raise a Responsive event.
+  void procResponsive(uint32_t rank, int64_t silentMs);
+  /// Not ok if any of `procRanks` has failed or the mesh is stopped, or --
+  /// unless `allowUnresponsive` -- is unresponsive.
+  Status checkProcs(const std::vector<uint32_t> &procRanks,
+                    bool allowUnresponsive = false);
+  /// Ranks that have not failed (unresponsive ones included).
+  std::vector<uint32_t> liveProcs();
   /// Registers an in-flight call (after checking its procs, atomically).
   Status track(const std::shared_ptr<PendingCall> &call,
                const std::vector<uint32_t> &procRanks);
@@ -60,11 +73,17 @@ public:
   const mesh::MeshView root;
   std::vector<Slot> slots; // guarded by mu after spawnProcs returns
   std::mutex mu;
+  /// Set by spawnProcs; the heartbeat port stays open for the mesh's life.
+  std::shared_ptr<LivenessMonitor> liveness;
+  uint64_t heartbeatPort = 0;
 
 private:
   std::string failureMessage(uint32_t rank, const std::string &reason) const;
   /// checkProcs with `mu` held.
-  Status checkProcsLocked(const std::vector<uint32_t> &procRanks) const;
+  Status checkProcsLocked(const std::vector<uint32_t> &procRanks,
+                          bool allowUnresponsive = false) const;
+  /// Fails the in-flight calls that involve `rank` with `status`.
+  void failCallsOf(uint32_t rank, const Status &status);
 
   bool stopping = false;
   bool stopped = false;

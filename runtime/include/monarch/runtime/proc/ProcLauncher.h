@@ -93,6 +93,31 @@ private:
   asio::io_context &io;
 };
 
+/// How many procs the local launcher of this process may run at once: one
+/// input (a plan of 100,000 ranks, spawn_procs({"gpu": 100000})) must not
+/// fork without bound and exhaust the host. $MONARCH_MAX_PROCS_PER_HOST
+/// sets it; the default comes from the host: the smallest of
+/// max(64, 8 x cores), physical memory / 64 MiB (a worker with libtorch
+/// loaded holds ~100 MB) and (open-file limit - 64) / 6 (each local proc
+/// costs its parent 5 descriptors: two output pipes, a pidfd, a link and the
+/// connection it opened back).
+struct ProcLimit {
+  int64_t max = 0;
+  std::string basis; ///< how it was chosen, for error messages
+};
+ProcLimit localProcLimit();
+/// Procs the local launcher started that are still running.
+int64_t liveLocalProcs();
+/// Ok when `more` procs fit beside the running ones; else an Exhausted
+/// error naming the limit, its basis and the knob.
+Status checkLocalProcRoom(int64_t more);
+
+/// Closes every file descriptor from `lowest` up. Async-signal-safe: for a
+/// child between fork and exec, so that it inherits its stdio (and the
+/// bootstrap pipe) only, never the parent's sockets, pidfds or files,
+/// whichever library opened them and whether or not they are close-on-exec.
+void closeDescriptorsFrom(int lowest);
+
 /// SIGKILLs and reaps every process the local launcher started that is still
 /// running (used when the controller fails; normally meshes stop their own).
 void killAllLocalProcs();

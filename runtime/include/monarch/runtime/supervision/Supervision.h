@@ -19,11 +19,22 @@
 
 namespace monarch {
 
+/// What happened to the rank (proc/Liveness.h for the last two).
+enum class SupervisionKind {
+  Failed,       ///< died, stopped, or its actor stopped: for good
+  Unresponsive, ///< no heartbeat for `silentMs`; calls to it fail meanwhile
+  Responsive,   ///< heard from again after `silentMs`; calls work again
+};
+
 struct SupervisionEvent {
   std::string mesh;   ///< the actor mesh or proc mesh that failed
   int64_t rank = -1;  ///< its rank in that mesh
   std::string reason; ///< what happened ("killed by signal 9 (Killed)")
-  /// "supervision: mesh 'trainers' rank 2 failed: ...".
+  SupervisionKind kind = SupervisionKind::Failed;
+  /// Unresponsive / Responsive: how long the proc had been silent.
+  int64_t silentMs = 0;
+  /// "supervision: mesh 'trainers' rank 2 failed: ...", "... unresponsive:
+  /// ...", "... responsive again: ...".
   std::string toString() const;
 };
 
@@ -31,7 +42,9 @@ struct SupervisionEvent {
 using SupervisionHook = std::function<bool(const SupervisionEvent &)>;
 using RootSupervisionHandler = std::function<void(const SupervisionEvent &)>;
 
-/// Replaces the root handler; the default prints the event and exits(1).
+/// Replaces the root handler; the default prints the event and exits(1),
+/// except for a Responsive event, which it only prints: a proc coming back
+/// fails nothing.
 void setRootSupervisionHandler(RootSupervisionHandler handler);
 /// The root of every supervision tree.
 void raiseToRoot(const SupervisionEvent &event);

@@ -33,6 +33,12 @@ struct FrameLimits {
   uint32_t maxPayloadsPerMessage = 4096;
 };
 
+/// What a peer may send before it has authenticated: one control frame of a
+/// Handshake (two 32-byte fields) at a time, no payloads. So an
+/// unauthenticated connection holds at most one read's worth of memory, not
+/// the 16 MiB partial frame the limits above would allow.
+inline constexpr FrameLimits kHandshakeLimits{256, 0, 0};
+
 void writeFrameHeader(FrameKind kind, uint32_t length, uint8_t *out);
 
 /// A message laid out for a vectored write: `control` holds the control
@@ -45,6 +51,12 @@ struct EncodedMessage {
   std::shared_ptr<const void> credit; ///< the message's, held until written
   size_t totalBytes() const;
 };
+
+/// What encodeMessage would refuse about `message` (ok when nothing), found
+/// before it is queued, so that a caller can fail a call or turn a reply into
+/// an error instead of the link dropping it: a link logs and drops messages
+/// it cannot encode, which for a reply leaves its caller waiting.
+Status checkEncodable(const Message &message, const FrameLimits &limits = {});
 
 /// Fills in `payload_sizes` and serializes; fails for oversized parts.
 Expected<EncodedMessage> encodeMessage(Message message,

@@ -46,6 +46,10 @@ public:
     return std::optional<T>(std::move(parsed));
   }
 
+  /// New limits for what follows (a connection that authenticated moves
+  /// from kHandshakeLimits to the full ones).
+  void setLimits(FrameLimits next) { limits = next; }
+
   bool failed() const { return !error.isOk(); }
   size_t bufferedBytes() const { return end - begin; }
 

@@ -78,6 +78,10 @@ struct TransportOptions {
   FrameLimits limits;
   /// A connection that has not authenticated within this time is closed.
   int handshakeTimeoutMs = 5000;
+  /// Connections of one listener that may be proving the secret at once;
+  /// past it the oldest of them is closed (see SocketListener::admit). Each
+  /// holds at most one read (4 KiB) and a Handshake-sized frame.
+  size_t maxPendingHandshakes = 64;
   /// A link whose queue holds more than this makes waitForRoom wait.
   size_t maxQueuedBytes = 64u << 20;
   /// A connection holding more than this of delivered, unhandled bytes stops

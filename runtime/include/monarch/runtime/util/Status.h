@@ -26,6 +26,7 @@ enum class ErrorCode {
   Remote,      ///< an endpoint raised; message carries its text
   Supervision, ///< a proc or actor of the mesh failed
   Internal,
+  Exhausted, ///< a bound on procs, memory or descriptors was reached
 };
 
 inline const char *errorCodeName(ErrorCode code) {
@@ -48,6 +49,8 @@ inline const char *errorCodeName(ErrorCode code) {
     return "Supervision";
   case ErrorCode::Internal:
     return "Internal";
+  case ErrorCode::Exhausted:
+    return "Exhausted";
   }
   return "Unknown";
 }

@@ -25,6 +25,14 @@
 
 namespace monarch::mesh {
 
+/// The most ranks a mesh may hold, and the bound on every rank a view names
+/// (2^20, about a million procs: beyond any cluster, yet small enough that a
+/// per-rank table is cheap everywhere). Checked arithmetically wherever a
+/// mesh enters -- the dialect's verifier, the plan loader, spawn -- so no
+/// input makes anything enumerate or allocate per rank past it. How many
+/// procs one host may start is a separate, smaller limit (docs/runtime.md).
+inline constexpr int64_t kMaxMeshRanks = int64_t{1} << 20;
+
 /// A named dimension of a view.
 struct Dim {
   std::string name;
@@ -60,7 +68,8 @@ public:
   root(const std::vector<std::pair<std::string, int64_t>> &shape);
 
   /// A view from explicit parts, validated (unique non-empty names, sizes >= 1,
-  /// strides >= 0, offset >= 0).
+  /// strides >= 0, offset >= 0, at most kMaxMeshRanks ranks, every rank below
+  /// kMaxMeshRanks), with overflow-checked arithmetic and no enumeration.
   static Result<MeshView> create(int64_t offset, std::vector<Dim> dims);
 
   int64_t offset() const { return offsetValue; }
@@ -99,6 +108,9 @@ public:
   /// `flatten(name)`: one dim holding every rank; only for dense views.
   Result<MeshView> flatten(std::string_view name) const;
 
+  /// The largest rank the view holds (offset + sum((size - 1) * stride)).
+  int64_t maxRank() const;
+
   /// True when the ranks are `offset + 0 .. size()-1` in row-major order.
   bool isDense() const;
 
@@ -108,6 +120,9 @@ public:
   /// ValueError for a repeated one, IndexError if the view lacks `rank`.
   Result<std::vector<int64_t>>
   groupOf(int64_t rank, const std::vector<std::string> &dims) const;
+  /// Ranks in each communicator over `dims` (the product of their sizes;
+  /// all dims when empty), with groupOf's errors; nothing is enumerated.
+  Result<int64_t> groupSize(const std::vector<std::string> &dims) const;
   /// Every communicator over `dims`, ordered by the remaining coordinates.
   Result<std::vector<std::vector<int64_t>>>
   groups(const std::vector<std::string> &dims) const;

@@ -13,8 +13,12 @@
 #include "monarch/tensor/Status.h"
 #include "monarch/tensor/plan.pb.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -46,6 +50,24 @@ public:
 private:
   std::string pathOf(const std::string &key) const;
   std::string dir;
+};
+
+/// Ranks whose processes are known to have failed (the controller tells the
+/// live workers). A collective with a failed member fails at once on every
+/// live member instead of waiting out the timeout, and a rendezvous waiting
+/// for one gives up. Thread-safe.
+class PeerHealth {
+public:
+  void markFailed(int64_t rank, std::string reason);
+  /// The first failed rank among `ranks` and why, if any.
+  std::optional<std::pair<int64_t, std::string>>
+  firstFailed(const std::vector<int64_t> &ranks) const;
+  bool anyFailed() const { return failures.load() > 0; }
+
+private:
+  mutable std::mutex mu;
+  std::map<int64_t, std::string> failed;
+  std::atomic<int> failures{0};
 };
 
 /// A contiguous buffer of `count` elements of `dtype` in host memory (Gloo)
@@ -92,6 +114,10 @@ public:
   virtual Status sendRecv(const std::vector<PeerBuffer> &sends,
                           const std::vector<PeerBuffer> &recvs,
                           uint64_t tag) = 0;
+  /// A member's process failed: make any call blocked in this communicator,
+  /// on any thread, fail soon (best effort; the default does nothing and
+  /// such calls end at their timeout). The communicator is unusable after.
+  virtual void abort() {}
 };
 
 /// Where a communicator's device work is enqueued: a caller's CUDA stream
@@ -146,6 +172,8 @@ struct GlooOptions {
   /// DESIGN.md §5 "Security").
   std::string hostname = "127.0.0.1";
   std::chrono::milliseconds timeout{60000};
+  /// When set, a rendezvous gives up as soon as a member is known failed.
+  std::shared_ptr<PeerHealth> health;
 };
 
 /// Gloo over TCP for CPU tensors, rendezvousing through `store`.

@@ -15,6 +15,17 @@
 // whole compiled plan can be sent at once and eager use can send one
 // instruction at a time; both go through submit().
 //
+// Supervision (DESIGN.md §5, as for actor meshes): when a worker dies the
+// controller reports it (a ProcFailure event), tells the live workers, and
+// keeps serving them. What needs the dead rank fails, with a supervision
+// error naming it: its fetches (outstanding ones at once, later ones as they
+// are submitted) and every collective with it (on every live member, at
+// once). Everything else -- slices without it, values already on live ranks,
+// new work on them -- keeps working. A worker silent past the liveness
+// deadline (runtime/proc/Liveness.h) is reported unresponsive, and its
+// fetches fail until it is heard from again (ProcResponsive). After stop(),
+// submit fails at once and next() never waits.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MONARCH_TENSOR_CONTROLLER_H
 #define MONARCH_TENSOR_CONTROLLER_H
@@ -26,6 +37,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,13 +73,16 @@ struct ControllerOptions {
 /// One thing a worker (or the proc mesh) reported, in arrival order.
 struct ControllerEvent {
   enum class Kind {
-    Worker,     ///< `worker` holds a fetch, failure, status or trace event
-    ProcFailure ///< a worker process died; `rank` and `message` say which/how
+    Worker,           ///< `worker` holds a fetch, failure, status or trace
+    ProcFailure,      ///< a worker process died; `rank`, `message`: which, how
+    ProcUnresponsive, ///< no heartbeat from `rank` for `silentMs`
+    ProcResponsive,   ///< `rank` heard from again after `silentMs`
   };
   Kind kind = Kind::Worker;
   plan::WorkerEvent worker;
   int64_t rank = -1;
   std::string message;
+  int64_t silentMs = 0;
 };
 
 class Controller {
@@ -85,14 +100,22 @@ public:
   /// Registers a program's meshes and streams on every worker; its root must
   /// equal the controller's shape. Instructions in `program` are ignored.
   Status declare(const plan::Program &program);
-  /// Sends instructions to every worker, in order after everything sent
-  /// before. Failures of instructions are events, not errors here; an error
-  /// means the workers could not be reached.
+  /// Sends instructions to every live worker, in order after everything
+  /// sent before. Failures of instructions are events, not errors here; a
+  /// fetch from a failed (or unresponsive) rank is answered at once with a
+  /// supervision error (FetchReply.error.supervision). An error means the
+  /// workers could not be reached or the controller is stopped.
   Status submit(const std::vector<plan::Instruction> &instructions);
   Status submit(const plan::InstructionBatch &batch);
 
-  /// The next event, or nothing after `timeout`.
+  /// The next event, or nothing after `timeout` (at once once stopped and
+  /// every event was taken).
   std::optional<ControllerEvent> next(std::chrono::milliseconds timeout);
+
+  /// Ranks whose workers died, with the supervision message of each.
+  std::map<int64_t, std::string> failedRanks() const;
+  /// True once stop() ran (or start's workers are gone).
+  bool stopped() const;
 
   /// Stops every worker (also done by the destructor).
   Status stop();
@@ -126,6 +149,9 @@ struct PlanRunObserver {
   std::function<void(const plan::Failure &)> onFailure;
   /// `done` of `total` progress marks reached on every worker.
   std::function<void(int64_t done, int64_t total)> onProgress;
+  /// A worker went silent or came back (the run waits for it; its fetches
+  /// meanwhile fail): the event's message.
+  std::function<void(const ControllerEvent &)> onLiveness;
 };
 
 /// Declares `program`, submits all of it, then waits until every worker has

@@ -61,6 +61,9 @@ struct ExecutorOptions {
   /// ATen intra-op threads of this process; 0 leaves torch's default (one
   /// per core), which oversubscribes a host running several workers.
   int intraOpThreads = 0;
+  /// Ranks whose processes failed, shared with the collective backends (so
+  /// that a rendezvous with one gives up); made by the executor if null.
+  std::shared_ptr<PeerHealth> health;
 };
 
 struct ExecutorCallbacks {
@@ -92,6 +95,11 @@ public:
   Status run(const plan::Program &program);
   /// Waits until every queued instruction has finished; false on timeout.
   bool waitIdle(std::chrono::milliseconds timeout);
+  /// The process of `rank` failed (the controller says so; any thread, at
+  /// once, not in stream order): every collective with it -- queued, or
+  /// waiting in a rendezvous -- fails on this rank with a supervision error
+  /// naming it, instead of waiting out the timeout. Work without it goes on.
+  void rankFailed(int64_t rank, const std::string &reason);
 
   int64_t rank() const;
   /// Number of refs holding a value or an error on this worker (after

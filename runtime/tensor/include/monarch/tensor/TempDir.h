@@ -16,9 +16,14 @@ namespace monarch::tensor {
 
 class TempDir {
 public:
-  /// Creates `$TMPDIR/monarch-<prefix>-XXXXXX` (mode 0700); aborts the process
-  /// with a message if that is impossible, since nothing can run without it.
+  /// Creates `$TMPDIR/monarch-<prefix>-p<ns>.<pid>-XXXXXX` (mode 0700;
+  /// the name lets the next monarch process remove it if this one is
+  /// SIGKILLed, monarch/runtime/util/OwnedDirs.h); aborts the process with a
+  /// message if that is impossible, since nothing can run without it.
   explicit TempDir(const std::string &prefix);
+  /// `parent/<prefix>-XXXXXX`: inside a directory already cleaned up on
+  /// every exit (the runtime's private one).
+  TempDir(const std::string &prefix, const std::string &parent);
   ~TempDir();
   TempDir(const TempDir &) = delete;
   TempDir &operator=(const TempDir &) = delete;

@@ -4,6 +4,10 @@
 // "Tensor worker"). Endpoints:
 //   declare(plan::Program)   call: registers the program's meshes/streams
 //   submit(Blob)             broadcast: a serialized plan::InstructionBatch
+//   rank_failed(rank, why)   broadcast: that rank's process failed; the
+//                            collectives that need it fail at once
+// It is a system actor: a broadcast that fails (malformed, unknown endpoint)
+// is logged and the worker serves on.
 // Everything the executor reports (fetches, failures, statuses, trace) goes
 // to the controller's port as plan::WorkerEvent messages, in the order the
 // streams produce it, with no call waiting for it.

@@ -24,8 +24,9 @@ def Monarch_MeshType : Monarch_Type<"Mesh", "mesh"> {
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
-    /// The most procs a mesh may hold (2^31 - 1).
-    static constexpr int64_t kMaxProcs = 2147483647;
+    /// The most procs a mesh may hold (2^20): monarch::mesh::kMaxMeshRanks,
+    /// the bound the plan loader and spawn check too.
+    static constexpr int64_t kMaxProcs = int64_t{1} << 20;
     /// Number of procs in the mesh.
     int64_t getNumProcs() const;
     /// Index of the named dim, if any.
