@@ -1881,6 +1881,13 @@ LogicalResult TraceImporter::importInstruction(const plan::Instruction &inst) {
     return importDefineRecording(inst);
   case plan::Instruction::kCallRecording:
     return importCallRecording(inst);
+  case plan::Instruction::kLoop:
+    // The eager path never sends one: compiled steps are called from Python
+    // (call_recording), and traced loops are scf.for in the IR already.
+    return error(inst) << "cannot import a loop of recording "
+                       << inst.loop().recording()
+                       << ": loops are written by the plan lowering, not "
+                          "traced (a traced step is a call_recording)";
   case plan::Instruction::kCallActor:
     return error(inst)
            << "cannot import a call of endpoint '"
