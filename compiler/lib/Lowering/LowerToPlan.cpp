@@ -487,7 +487,7 @@ LogicalResult PlanLowering::lowerBlock(Block &block) {
         continue; // ended by borrow_drop
       if (auto index = dyn_cast<IndexTensorOp>(op);
           index && !getConstantIntValue(index.getIndex()))
-        continue; // the loop's induction formal: the caller's (the loop's)
+        continue; // names an induction formal, which the loop owns
       // Every use of the ref: through aliases, and a borrow of it lasts
       // until the borrow's events.
       unsigned last = position[&op];
