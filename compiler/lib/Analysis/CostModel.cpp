@@ -303,7 +303,7 @@ OpCost CostModel::estimate(Operation *op) const {
     c.seconds = launchSeconds + collectiveSeconds(c.collective, 2, c.bytes);
     return c;
   }
-  if (isa<CallFunctionOp, RankOp>(op) ||
+  if (isa<CallFunctionOp, RankOp, IndexTensorOp>(op) ||
       (isa<EndpointCallOp>(op) && op->getNumResults())) {
     c.kind = OpCost::Kind::Compute;
     for (Value v : op->getOperands())

@@ -36,7 +36,7 @@ Order orderOf(Operation *op) {
   }
   // Their effects are modelled by the storage and communicator edges.
   if (isa<ReduceOp, ReduceStartOp, WaitOp, ToMeshOp, ToMeshStartOp, SliceMeshOp,
-          RankOp, StreamCreateOp>(op))
+          RankOp, IndexTensorOp, StreamCreateOp>(op))
     return Order::None;
   // Everything else (borrow events, func.call, ...) unless known pure.
   return isMemoryEffectFree(op) ? Order::None : Order::Barrier;

@@ -217,9 +217,13 @@ FailureOr<plan::TracedProgram> monarch::exportTrace(ModuleOp module,
         if (isa<scf::ForOp, func::CallOp>(op) && where == func)
           where = op;
       });
-      return where->emitError("cannot write a traced program with a loop or "
-                              "call: the trace import does not read "
-                              "recordings yet");
+      // The import reads recordings in the frontend's form, whose formals
+      // are refs of the caller live at the definition; the lowering's are
+      // refs of their own, defined before any caller's (callees first).
+      return where->emitError(
+          "cannot write a traced program with a loop or call: the plan "
+          "lowering's recordings take refs of their own as formals, and the "
+          "trace import reads only the frontend's (the caller's refs)");
     }
   plan::TracedProgram trace;
   trace.set_magic(kTraceMagic);

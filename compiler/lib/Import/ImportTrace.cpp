@@ -6,6 +6,9 @@
 // the root are created where first used, 0-d constant tensors become
 // `aten::scalar_tensor` ops, an in-place op's result rebinds the ref it
 // mutates, and `reduce_(...)`/`out=` leave the ref on the tensor they write.
+// A recording (monarch.compile's traced step) becomes a private func.func
+// taking the root mesh and its formals, and each call of it a func.call: the
+// inverse of LowerToPlan::lowerCall.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,13 +26,16 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/APFloat.h"
+#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -427,6 +433,8 @@ private:
   LogicalResult importBorrow(const plan::Instruction &inst);
   LogicalResult importBorrowEvent(const plan::Instruction &inst);
   LogicalResult importFetch(const plan::Instruction &inst);
+  LogicalResult importDefineRecording(const plan::Instruction &inst);
+  LogicalResult importCallRecording(const plan::Instruction &inst);
   /// Runs the verifier of one new op: a failure is an error about the
   /// instruction that made it (the trace is wrong, not the importer).
   LogicalResult verifyNew(Operation *op, const plan::Instruction &inst);
@@ -444,6 +452,31 @@ private:
   std::unordered_map<int64_t, const plan::RefType *> refTypes;
   llvm::StringMap<const plan::OpSchema *> schemas;
   std::unordered_map<int64_t, Value> borrows;
+
+  /// A recording imported as a function: `@recording_ID(root, formals...)`.
+  struct RecordingInfo {
+    func::FuncOp func;
+    /// The function's argument types: the root mesh, then the formals'.
+    SmallVector<Type> argTypes;
+    /// The meshes the formals lived on at the definition and the results'
+    /// (null where not known): a call's actuals must live there too, since
+    /// the body's instructions name their meshes.
+    SmallVector<const MeshInfo *> formalMeshes, resultMeshes;
+  };
+  std::map<int64_t, RecordingInfo> recordings;
+  /// The entry function (recordings' functions go before it).
+  func::FuncOp entryFunc;
+  /// While a body is imported: its recording, its formals, and the caller's
+  /// refs (`refs` then holds the body's own: its formals and what it defines).
+  const plan::Recording *recording = nullptr;
+  llvm::SmallDenseSet<int64_t, 8> bodyFormals;
+  std::unordered_map<int64_t, RefInfo> *callerRefs = nullptr;
+  /// Refs a body defines, by the recording that defines them: local to each
+  /// call, so never visible outside it, and ids are unique program-wide.
+  std::unordered_map<int64_t, int64_t> bodyRefs;
+  /// The mesh of values the dialect cannot trace to a mesh-naming op:
+  /// formals (block arguments) and call results.
+  DenseMap<Value, const MeshInfo *> valueMeshes;
 };
 
 //===----------------------------------------------------------------------===//
@@ -807,9 +840,21 @@ FailureOr<Value> TraceImporter::streamValue(int64_t id,
 FailureOr<Value> TraceImporter::use(int64_t ref,
                                     const plan::Instruction &inst) {
   auto it = refs.find(ref);
-  if (it == refs.end())
+  if (it == refs.end()) {
+    if (recording && callerRefs->count(ref))
+      return error(inst) << "uses ref " << ref
+                         << " of the caller, which is not a formal of "
+                            "recording "
+                         << recording->id()
+                         << " (a body sees only its formals and what it "
+                            "defines)";
+    if (auto local = bodyRefs.find(ref); local != bodyRefs.end())
+      return error(inst) << "uses ref " << ref
+                         << ", which is local to recording " << local->second
+                         << " (only a call's results leave its body)";
     return error(inst) << "uses ref " << ref
                        << ", which no earlier instruction defines";
+  }
   if (it->second.deletedBy)
     return error(inst) << "uses ref " << ref << " after instruction "
                        << it->second.deletedBy->id() << " deleted it";
@@ -856,6 +901,15 @@ LogicalResult TraceImporter::checkNewRef(int64_t ref,
   if (auto it = refs.find(ref); it != refs.end())
     return error(inst) << "defines ref " << ref << ", which instruction "
                        << it->second.definedBy->id() << " already defines";
+  // Ref ids are unique in the whole program, bodies included.
+  if (recording)
+    if (auto it = callerRefs->find(ref); it != callerRefs->end())
+      return error(inst) << "defines ref " << ref << ", which instruction "
+                         << it->second.definedBy->id()
+                         << " of the caller already defines";
+  if (auto it = bodyRefs.find(ref); it != bodyRefs.end())
+    return error(inst) << "defines ref " << ref << ", which the body of "
+                       << "recording " << it->second << " already defines";
   return success();
 }
 
@@ -865,6 +919,8 @@ void TraceImporter::define(int64_t ref, Value value,
   info.value = value;
   if (!info.definedBy)
     info.definedBy = &inst;
+  if (recording && !bodyFormals.contains(ref))
+    bodyRefs.try_emplace(ref, recording->id());
 }
 
 DTensorType TraceImporter::tensorType(RankedTensorType local,
@@ -877,10 +933,25 @@ DTensorType TraceImporter::tensorType(RankedTensorType local,
 const MeshInfo *TraceImporter::meshOfValue(Value tensor) {
   // The ref's mesh is the mesh of the op that made the tensor, looked up by
   // the IR the importer built (aliases keep their input's).
-  if (Value m = getDefiningMesh(tensor))
+  if (Value m = getDefiningMesh(tensor)) {
     for (auto &[id, info] : meshes)
       if (info.value == m)
         return &info;
+    return nullptr;
+  }
+  // A formal or a call result, possibly through ops that keep their input's
+  // mesh (as getDefiningMesh looks through them), up to the same bound.
+  for (int depth = 0; depth < 64 && tensor; ++depth) {
+    if (auto it = valueMeshes.find(tensor); it != valueMeshes.end())
+      return it->second;
+    Operation *def = tensor.getDefiningOp();
+    if (auto op = dyn_cast_if_present<ReduceOp>(def))
+      tensor = op.getInput();
+    else if (auto op = dyn_cast_if_present<BorrowOp>(def))
+      tensor = op.getInput();
+    else
+      return nullptr;
+  }
   return nullptr;
 }
 
@@ -1570,6 +1641,194 @@ LogicalResult TraceImporter::importFetch(const plan::Instruction &inst) {
   return verifyNew(op, inst);
 }
 
+//===----------------------------------------------------------------------===//
+// Recordings
+//===----------------------------------------------------------------------===//
+
+// A recording (plan.proto's DefineRecording) is `monarch.compile(step)` traced
+// once: its formals are refs of the caller that the body reads or writes, its
+// results refs the body defines. It becomes
+//
+//   func.func private @recording_ID(%root: !monarch.mesh<...>, %formal...)
+//       -> (result types)
+//
+// whose body is imported like the program's, with the root mesh as its first
+// argument (views are made from it, as at the top level from
+// monarch.spawn_procs) and the formals bound to the other arguments. A
+// CallRecording is `func.call @recording_ID(%root, %actuals...)`. The dialect
+// passes tensors by reference: a body writing a formal in place (an
+// optimizer's `p.sub_(...)`) writes the caller's tensor, which the caller's
+// value names after the call; the plan lowering (lowerCall) binds each formal
+// to its actual's ref, so the plan keeps that.
+
+LogicalResult
+TraceImporter::importDefineRecording(const plan::Instruction &inst) {
+  const plan::Recording &rec = inst.define_recording().recording();
+  if (recording)
+    return error(inst) << "defines recording " << rec.id()
+                       << " inside the body of recording " << recording->id()
+                       << ": nested definitions are not supported (define it "
+                          "at the top level; a body may call it)";
+  if (recordings.count(rec.id()))
+    return error(inst) << "recording " << rec.id() << " is defined twice";
+
+  // Formals name the caller's refs, live at the definition; their types are
+  // the function's argument types.
+  RecordingInfo info;
+  info.argTypes.push_back(meshes.at(0).type);
+  for (auto [k, f] : llvm::enumerate(rec.formals())) {
+    if (llvm::is_contained(ArrayRef(rec.formals().data(), k), f))
+      return error(inst) << "recording " << rec.id() << " names ref " << f
+                         << " twice among its formals";
+    auto it = refs.find(f);
+    if (it == refs.end())
+      return error(inst) << "formal ref " << f << " of recording " << rec.id()
+                         << " is not defined before the recording (formals "
+                            "are refs of the caller that the body uses)";
+    if (it->second.deletedBy)
+      return error(inst) << "formal ref " << f << " of recording " << rec.id()
+                         << " was deleted by instruction "
+                         << it->second.deletedBy->id();
+    info.argTypes.push_back(it->second.value.getType());
+    info.formalMeshes.push_back(meshOfValue(it->second.value));
+  }
+
+  Location loc = opLoc(inst);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(entryFunc);
+  std::string name = "recording_" + std::to_string(rec.id());
+  auto fn =
+      func::FuncOp::create(b, loc, name, b.getFunctionType(info.argTypes, {}));
+  fn.setPrivate();
+  Block *body = fn.addEntryBlock();
+  b.setInsertionPointToEnd(body);
+
+  // The body's scope: its formals, the root as its first argument, and no
+  // mesh, stream or borrow value of the caller's (they live in another
+  // function); all of it restored on the way out.
+  std::unordered_map<int64_t, RefInfo> scope;
+  for (auto [k, f] : llvm::enumerate(rec.formals())) {
+    BlockArgument arg = body->getArgument(k + 1);
+    scope[f] = RefInfo{arg, &inst, nullptr};
+    valueMeshes[arg] = info.formalMeshes[k];
+  }
+  std::map<int64_t, Value> callerMeshes, callerStreams;
+  for (auto &[id, m] : meshes)
+    callerMeshes[id] = std::exchange(m.value, Value());
+  for (auto &[id, s] : streams)
+    callerStreams[id] = std::exchange(s.value, Value());
+  meshes.at(0).value = body->getArgument(0);
+  std::unordered_map<int64_t, Value> callerBorrows;
+  std::swap(borrows, callerBorrows);
+  std::swap(refs, scope);
+  callerRefs = &scope;
+  recording = &rec;
+  bodyFormals.clear();
+  bodyFormals.insert(rec.formals().begin(), rec.formals().end());
+  llvm::scope_exit restore([&] {
+    std::swap(refs, scope);
+    callerRefs = nullptr;
+    recording = nullptr;
+    bodyFormals.clear();
+    std::swap(borrows, callerBorrows);
+    for (auto &[id, m] : meshes)
+      m.value = callerMeshes[id];
+    for (auto &[id, s] : streams)
+      s.value = callerStreams[id];
+  });
+
+  for (const plan::Instruction &b : rec.body())
+    if (failed(importInstruction(b)))
+      return failure();
+
+  // Results: distinct refs the body defines, live at its end.
+  SmallVector<Value> results;
+  for (auto [k, r] : llvm::enumerate(rec.results())) {
+    if (llvm::is_contained(ArrayRef(rec.results().data(), k), r))
+      return error(inst) << "recording " << rec.id() << " names ref " << r
+                         << " twice among its results";
+    if (bodyFormals.contains(r))
+      return error(inst) << "result ref " << r << " of recording " << rec.id()
+                         << " is one of its formals: results are refs the "
+                            "body defines";
+    auto it = refs.find(r);
+    if (it == refs.end())
+      return error(inst) << "result ref " << r << " of recording " << rec.id()
+                         << " is not defined by its body";
+    if (it->second.deletedBy)
+      return error(inst) << "result ref " << r << " of recording " << rec.id()
+                         << " is deleted by instruction "
+                         << it->second.deletedBy->id() << " of its body";
+    results.push_back(it->second.value);
+    info.resultMeshes.push_back(meshOfValue(it->second.value));
+  }
+  func::ReturnOp::create(b, loc, results);
+  fn.setFunctionType(
+      b.getFunctionType(info.argTypes, ValueRange(results).getTypes()));
+  info.func = fn;
+  recordings.emplace(rec.id(), std::move(info));
+  return success();
+}
+
+LogicalResult
+TraceImporter::importCallRecording(const plan::Instruction &inst) {
+  const plan::CallRecording &call = inst.call_recording();
+  auto it = recordings.find(call.recording());
+  if (it == recordings.end())
+    return error(inst) << "calls recording " << call.recording()
+                       << ", which no earlier define_recording defines";
+  RecordingInfo &rec = it->second;
+  size_t formals = rec.formalMeshes.size(), results = rec.func.getNumResults();
+  if (static_cast<size_t>(call.actuals_size()) != formals ||
+      static_cast<size_t>(call.results_size()) != results)
+    return error(inst) << "passes " << call.actuals_size() << " actuals and "
+                       << call.results_size() << " results to recording "
+                       << call.recording() << ", which takes " << formals
+                       << " formals and " << results << " results";
+  FailureOr<Value> root = meshValue(0, inst);
+  if (failed(root))
+    return failure();
+  SmallVector<Value> operands{*root};
+  for (auto [k, a] : llvm::enumerate(call.actuals())) {
+    FailureOr<Value> actual = use(a, inst);
+    if (failed(actual))
+      return failure();
+    Type formal = rec.argTypes[k + 1];
+    if (actual->getType() != formal)
+      return error(inst) << "actual #" << k << " (ref " << a << ") is "
+                         << actual->getType() << " but formal #" << k
+                         << " of recording " << call.recording() << " is "
+                         << formal;
+    const MeshInfo *want = rec.formalMeshes[k];
+    if (const MeshInfo *have = meshOfValue(*actual);
+        want && have && have->view != want->view)
+      return error(inst) << "actual #" << k << " (ref " << a << ") lives on ["
+                         << have->view.layoutString() << "] but formal #" << k
+                         << " of recording " << call.recording() << " on ["
+                         << want->view.layoutString()
+                         << "] (its body's instructions name their meshes)";
+    operands.push_back(*actual);
+  }
+  for (auto [k, r] : llvm::enumerate(call.results())) {
+    if (llvm::is_contained(ArrayRef(call.results().data(), k), r))
+      return error(inst) << "names ref " << r << " twice among its results";
+    if (failed(checkNewRef(r, inst)))
+      return failure();
+    // The refs table must agree with the function's result type.
+    auto type = cast<DTensorType>(rec.func.getResultTypes()[k]);
+    if (failed(newRefType(r, inst, type.getLocal())))
+      return failure();
+  }
+  auto op = func::CallOp::create(b, opLoc(inst), rec.func, operands);
+  if (failed(verifyNew(op, inst)))
+    return failure();
+  for (auto [k, r] : llvm::enumerate(call.results())) {
+    define(r, op.getResult(k), inst);
+    valueMeshes[op.getResult(k)] = rec.resultMeshes[k];
+  }
+  return success();
+}
+
 LogicalResult TraceImporter::importInstruction(const plan::Instruction &inst) {
   switch (inst.kind_case()) {
   case plan::Instruction::kCreateMesh:
@@ -1605,18 +1864,30 @@ LogicalResult TraceImporter::importInstruction(const plan::Instruction &inst) {
     // SSA values die by themselves (the plan lowering frees each ref after
     // its last use). A later use of a deleted ref is a broken trace; refs
     // the trace never defined (made before tracing began) are ignored.
-    for (int64_t r : inst.delete_refs().refs())
+    for (int64_t r : inst.delete_refs().refs()) {
+      // A plan's body that deletes a formal deletes the caller's actual.
+      if (recording && bodyFormals.contains(r))
+        return error(inst) << "deletes ref " << r << ", a formal of recording "
+                           << recording->id()
+                           << ": formals belong to the caller";
       if (auto it = refs.find(r); it != refs.end() && !it->second.deletedBy)
         it->second.deletedBy = &inst;
+    }
     return success();
   case plan::Instruction::kRequestStatus:
     // A barrier reply for the eager controller: nothing in the program.
     return success();
   case plan::Instruction::kDefineRecording:
+    return importDefineRecording(inst);
   case plan::Instruction::kCallRecording:
-    return error(inst) << "recordings are not supported by the import yet "
-                          "(trace the loop body inline, or write it as "
-                          "scf.for in the IR)";
+    return importCallRecording(inst);
+  case plan::Instruction::kLoop:
+    // The eager path never sends one: compiled steps are called from Python
+    // (call_recording), and traced loops are scf.for in the IR already.
+    return error(inst) << "cannot import a loop of recording "
+                       << inst.loop().recording()
+                       << ": loops are written by the plan lowering, not "
+                          "traced (a traced step is a call_recording)";
   case plan::Instruction::kCallActor:
     return error(inst)
            << "cannot import a call of endpoint '"
@@ -1660,14 +1931,25 @@ OwningOpRef<ModuleOp> TraceImporter::run() {
       return {};
   for (auto &[id, s] : streams)
     s.declared = true;
-  for (const plan::Instruction &inst : program.instructions()) {
-    if (inst.has_create_mesh() &&
-        failed(declareMesh(inst.create_mesh().mesh(), inst)))
-      return {};
-    if (inst.has_create_stream() &&
-        failed(declareStream(inst.create_stream().stream(), inst)))
-      return {};
-  }
+  // create_mesh / create_stream anywhere, recording bodies included (a
+  // compiled step may be the first to run on a mesh).
+  std::function<LogicalResult(const pb::RepeatedPtrField<plan::Instruction> &)>
+      declareIn = [&](const auto &list) -> LogicalResult {
+    for (const plan::Instruction &inst : list) {
+      if (inst.has_create_mesh() &&
+          failed(declareMesh(inst.create_mesh().mesh(), inst)))
+        return failure();
+      if (inst.has_create_stream() &&
+          failed(declareStream(inst.create_stream().stream(), inst)))
+        return failure();
+      if (inst.has_define_recording() &&
+          failed(declareIn(inst.define_recording().recording().body())))
+        return failure();
+    }
+    return success();
+  };
+  if (failed(declareIn(program.instructions())))
+    return {};
   if (failed(checkOrigins()) || failed(collectRefTypes()) ||
       failed(collectSchemas()))
     return {};
@@ -1677,6 +1959,7 @@ OwningOpRef<ModuleOp> TraceImporter::run() {
   b.setInsertionPointToEnd(module->getBody());
   std::string entry = trace.entry().empty() ? "main" : trace.entry();
   auto func = func::FuncOp::create(b, loc, entry, b.getFunctionType({}, {}));
+  entryFunc = func;
   Block *body = func.addEntryBlock();
   b.setInsertionPointToEnd(body);
   // Streams a plan declares up front are created up front, in id order.

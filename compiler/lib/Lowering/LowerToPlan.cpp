@@ -24,12 +24,14 @@
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 
 namespace monarch {
 #define GEN_PASS_DEF_MONARCHEMITPLAN
@@ -106,7 +108,10 @@ private:
   LogicalResult emitRecording(Operation *op, int64_t id, Block &body,
                               ArrayRef<Value> formals,
                               ArrayRef<int64_t> formalRefs, ValueRange yielded,
-                              SmallVectorImpl<RefInfo> &resultInfo);
+                              SmallVectorImpl<RefInfo> &resultInfo,
+                              ArrayRef<int64_t> extraFormals = {});
+  LogicalResult lowerIndexTensor(IndexTensorOp op);
+  FailureOr<std::tuple<Value, int64_t, int64_t>> inductionKey(IndexTensorOp op);
   FailureOr<plan::TensorMeta> metaOf(Operation *op, Type type);
 
   ModuleOp module;
@@ -133,6 +138,12 @@ private:
   DenseMap<Value, BorrowInfo> borrows;
   /// Refs that die after the op being lowered (see lowerBlock).
   llvm::SetVector<int64_t> *dyingHere = nullptr;
+  /// The ref of each induction tensor (`monarch.index_tensor` of a loop's
+  /// induction variable) by (induction variable, plan mesh, stream): a
+  /// formal of the loop's recording, bound while its body is lowered.
+  DenseMap<std::tuple<Value, int64_t, int64_t>, int64_t> inductionRefs;
+  /// Whether the plan has a `loop` (schema version 2).
+  bool usesLoop = false;
   /// Functions being lowered (recursion is refused) and those lowered.
   llvm::SmallPtrSet<Operation *, 8> inProgress;
   llvm::StringMap<FunctionRecording> functionRecordings;
@@ -474,6 +485,9 @@ LogicalResult PlanLowering::lowerBlock(Block &block) {
         continue;
       if (isa<BorrowOp>(op))
         continue; // ended by borrow_drop
+      if (auto index = dyn_cast<IndexTensorOp>(op);
+          index && !getConstantIntValue(index.getIndex()))
+        continue; // names an induction formal, which the loop owns
       // Every use of the ref: through aliases, and a borrow of it lasts
       // until the borrow's events.
       unsigned last = position[&op];
@@ -804,11 +818,12 @@ LogicalResult PlanLowering::lowerFetch(Operation *op, Value input,
   return success();
 }
 
-LogicalResult
-PlanLowering::emitRecording(Operation *op, int64_t id, Block &body,
-                            ArrayRef<Value> formals,
-                            ArrayRef<int64_t> formalRefs, ValueRange yielded,
-                            SmallVectorImpl<RefInfo> &resultInfo) {
+LogicalResult PlanLowering::emitRecording(Operation *op, int64_t id,
+                                          Block &body, ArrayRef<Value> formals,
+                                          ArrayRef<int64_t> formalRefs,
+                                          ValueRange yielded,
+                                          SmallVectorImpl<RefInfo> &resultInfo,
+                                          ArrayRef<int64_t> extraFormals) {
   plan::Instruction define;
   define.set_id(nextInstruction++);
   define.set_location(locationString(op->getLoc()));
@@ -823,6 +838,10 @@ PlanLowering::emitRecording(Operation *op, int64_t id, Block &body,
     refs[value] = ref;
     rec->add_formals(ref);
   }
+  // Formals no IR value stands for (a loop's induction tensors), bound by
+  // the caller.
+  for (int64_t ref : extraFormals)
+    rec->add_formals(ref);
   InstList *outer = out;
   out = rec->mutable_body();
   LogicalResult result = lowerBlock(body);
@@ -837,7 +856,8 @@ PlanLowering::emitRecording(Operation *op, int64_t id, Block &body,
       }
       // Each result is a distinct ref defined by the body: a formal or a
       // value yielded twice is returned through an alias (same storage).
-      if (!taken.insert(*ref).second) {
+      if (!taken.insert(*ref).second ||
+          llvm::is_contained(extraFormals, *ref)) {
         RefInfo info = refInfo[*ref];
         plan::Instruction &inst = emit(terminator, info.mesh, info.stream);
         plan::CallOp *call = inst.mutable_call_op();
@@ -874,6 +894,43 @@ SmallVector<Value> capturedRefs(Region &region) {
   return result;
 }
 
+FailureOr<std::tuple<Value, int64_t, int64_t>>
+PlanLowering::inductionKey(IndexTensorOp op) {
+  FailureOr<int64_t> mesh = meshIdOf(op.getMesh(), op);
+  if (failed(mesh))
+    return failure();
+  int64_t stream = streamId(op.getType().getStreamName());
+  return std::make_tuple(Value(op.getIndex()), *mesh, stream);
+}
+
+LogicalResult PlanLowering::lowerIndexTensor(IndexTensorOp op) {
+  FailureOr<std::tuple<Value, int64_t, int64_t>> key = inductionKey(op);
+  if (failed(key))
+    return failure();
+  auto [index, mesh, stream] = *key;
+  // A constant index is a tensor like any other.
+  if (std::optional<int64_t> c = getConstantIntValue(index)) {
+    plan::Instruction &inst = emit(op, mesh, stream);
+    plan::CallOp *call = inst.mutable_call_op();
+    call->set_name("aten::scalar_tensor");
+    call->add_args()->mutable_scalar()->set_int_value(*c);
+    plan::NamedValue *dtype = call->add_kwargs();
+    dtype->set_name("dtype");
+    dtype->mutable_value()->set_dtype(plan::INT64);
+    call->add_results(newRef(op.getResult(), mesh, stream));
+    return success();
+  }
+  // The induction variable of a loop being lowered: the loop's induction
+  // formal for this mesh and stream (lowerFor made and bound it).
+  auto it = inductionRefs.find(*key);
+  if (it == inductionRefs.end())
+    return cannotLower(op) << "its index is neither a constant nor the "
+                              "induction variable of an enclosing scf.for";
+  refs[op.getResult()] = it->second;
+  valueMeshes[op.getResult()] = mesh;
+  return success();
+}
+
 LogicalResult PlanLowering::lowerFor(scf::ForOp op) {
   std::optional<int64_t> lb = getConstantIntValue(op.getLowerBound());
   std::optional<int64_t> ub = getConstantIntValue(op.getUpperBound());
@@ -882,25 +939,82 @@ LogicalResult PlanLowering::lowerFor(scf::ForOp op) {
     return unsupported(op, "its bounds and step must be constants");
   if (*step <= 0)
     return unsupported(op, "its step must be positive");
-  if (!op.getInductionVar().use_empty())
-    return unsupported(op, "its induction variable is used, and the plan has "
-                           "no scalar values");
+  // The plan has no scalars: the induction variable exists on the workers
+  // only as the tensors monarch.index_tensor makes of it.
+  for (Operation *user : op.getInductionVar().getUsers())
+    if (!isa<IndexTensorOp>(user))
+      return unsupported(op, "its induction variable is used by '" +
+                                 user->getName().getStringRef() +
+                                 "': only monarch.index_tensor may use it "
+                                 "(the plan has no scalar values)");
   for (Value v : op.getInitArgs())
     if (!isa<DTensorType>(v.getType()))
       return unsupported(op, "a loop-carried value is not a distributed "
                              "tensor");
-  int64_t trips = *ub > *lb ? (*ub - *lb + *step - 1) / *step : 0;
+  int64_t trips = 0, span;
+  if (*ub > *lb) {
+    if (llvm::SubOverflow(*ub, *lb, span))
+      return unsupported(op, "its trip count overflows int64");
+    trips = (span - 1) / *step + 1;
+  }
+  if (trips > plan::Loop::MAX_TRIPS)
+    return unsupported(op, "it runs " + Twine(trips) +
+                               " times, more than a plan loop may (" +
+                               Twine(int64_t{plan::Loop::MAX_TRIPS}) + ")");
+
+  SmallVector<int64_t> carried;
+  for (Value v : op.getInitArgs()) {
+    FailureOr<int64_t> ref = refOf(v, op);
+    if (failed(ref))
+      return failure();
+    carried.push_back(*ref);
+  }
   if (trips == 0) {
-    if (op.getNumResults())
-      return unsupported(op, "it runs zero times and carries values");
+    // scf.for's results are then its initial values: new refs (aliases), so
+    // that each result's liveness is its own.
+    for (auto [result, init] : llvm::zip(op.getResults(), carried)) {
+      RefInfo info = refInfo[init];
+      plan::Instruction &inst = emit(op, info.mesh, info.stream);
+      plan::CallOp *call = inst.mutable_call_op();
+      call->set_name("aten::alias");
+      call->add_args()->set_ref(init);
+      call->add_results(newRef(result, info.mesh, info.stream));
+    }
     return success();
   }
 
-  // Formals: the iteration arguments, then the tensors captured from above.
+  // The body's index_tensor ops: of this loop's induction variable (one
+  // induction formal per mesh and stream), or of an enclosing loop's (that
+  // loop's induction tensor, captured).
+  SmallVector<std::tuple<Value, int64_t, int64_t>> own, outer;
+  WalkResult walked = op.getRegion().walk([&](IndexTensorOp index) {
+    Value iv = index.getIndex();
+    bool mine = iv == op.getInductionVar();
+    // Constants, and inner loops' induction variables (their loops' own).
+    if (getConstantIntValue(iv) ||
+        (!mine && op.getRegion().isAncestor(iv.getParentRegion())))
+      return WalkResult::advance();
+    FailureOr<std::tuple<Value, int64_t, int64_t>> key = inductionKey(index);
+    if (failed(key))
+      return WalkResult::interrupt();
+    if (!mine && !inductionRefs.count(*key)) {
+      (void)lowerIndexTensor(index); // says what is wrong
+      return WalkResult::interrupt();
+    }
+    auto &list = mine ? own : outer;
+    if (!llvm::is_contained(list, *key))
+      list.push_back(*key);
+    return WalkResult::advance();
+  });
+  if (walked.wasInterrupted())
+    return failure();
+
+  // Formals: the iteration arguments, the tensors captured from above and the
+  // enclosing loops' induction tensors, then this loop's induction tensors.
   SmallVector<Value> captured = capturedRefs(op.getRegion());
   SmallVector<Value> formals(op.getRegionIterArgs());
   formals.append(captured);
-  SmallVector<int64_t> formalRefs;
+  SmallVector<int64_t> formalRefs, capturedActuals;
   for (auto [i, value] : llvm::enumerate(formals)) {
     Value outerValue =
         i < op.getNumRegionIterArgs() ? op.getInitArgs()[i] : value;
@@ -908,55 +1022,75 @@ LogicalResult PlanLowering::lowerFor(scf::ForOp op) {
     FailureOr<int64_t> mesh = tensorMesh(outerValue, op);
     if (failed(outerRef) || failed(mesh))
       return failure();
+    if (i >= op.getNumRegionIterArgs())
+      capturedActuals.push_back(*outerRef);
     formalRefs.push_back(
         newRef({}, refInfo[*outerRef].mesh, refInfo[*outerRef].stream));
     valueMeshes[value] = *mesh;
   }
+  SmallVector<int64_t> inductionFormals;
+  SmallVector<
+      std::pair<std::tuple<Value, int64_t, int64_t>, std::optional<int64_t>>>
+      shadowed;
+  auto bindInduction = [&](const std::tuple<Value, int64_t, int64_t> &key) {
+    int64_t ref = newRef({}, std::get<1>(key), std::get<2>(key));
+    auto it = inductionRefs.find(key);
+    shadowed.emplace_back(key, it == inductionRefs.end()
+                                   ? std::nullopt
+                                   : std::optional(it->second));
+    inductionRefs[key] = ref;
+    inductionFormals.push_back(ref);
+  };
+  for (const auto &key : outer) {
+    capturedActuals.push_back(inductionRefs.at(key));
+    bindInduction(key);
+  }
+  for (const auto &key : own)
+    bindInduction(key);
+
   int64_t id = nextRecording++;
   SmallVector<RefInfo> resultInfo;
   auto yield = cast<scf::YieldOp>(op.getBody()->getTerminator());
-  if (failed(emitRecording(op, id, *op.getBody(), formals, formalRefs,
-                           yield.getOperands(), resultInfo)))
+  LogicalResult lowered =
+      emitRecording(op, id, *op.getBody(), formals, formalRefs,
+                    yield.getOperands(), resultInfo, inductionFormals);
+  for (auto &[key, ref] : llvm::reverse(shadowed)) {
+    if (ref)
+      inductionRefs[key] = *ref;
+    else
+      inductionRefs.erase(key);
+  }
+  if (failed(lowered))
     return failure();
 
-  // N calls; iteration k's results are iteration k+1's actuals.
-  SmallVector<int64_t> carried;
-  for (Value v : op.getInitArgs())
-    carried.push_back(*refOf(v, op));
-  SmallVector<int64_t> capturedActuals;
-  for (Value v : captured)
-    capturedActuals.push_back(*refOf(v, op));
-  for (int64_t k = 0; k < trips; ++k) {
-    plan::Instruction &inst = emit(op, 0, 0);
-    plan::CallRecording *call = inst.mutable_call_recording();
-    call->set_recording(id);
-    for (int64_t r : carried)
-      call->add_actuals(r);
-    for (int64_t r : capturedActuals)
-      call->add_actuals(r);
-    SmallVector<int64_t> next;
-    for (auto [i, info] : llvm::enumerate(resultInfo)) {
-      Value result = k + 1 == trips ? op.getResult(i) : Value();
-      int64_t ref = newRef(result, info.mesh, info.stream);
-      call->add_results(ref);
-      next.push_back(ref);
-    }
-    // The previous iteration's values are dead. The initial ones are when
-    // this loop is their last use and the body does not capture them.
-    SmallVector<int64_t> dead;
-    for (int64_t r : carried) {
-      if (k > 0) {
-        dead.push_back(r);
-      } else if (dyingHere && dyingHere->contains(r) &&
-                 !llvm::is_contained(capturedActuals, r) &&
-                 llvm::count(carried, r) == 1) {
-        dead.push_back(r);
-        dyingHere->remove(r);
-      }
-    }
-    emitDeletes(op, dead);
-    carried = std::move(next);
+  // One instruction, whatever the number of trips (docs/plan.md, `loop`).
+  usesLoop = true;
+  plan::Instruction &inst = emit(op, 0, 0);
+  plan::Loop *loop = inst.mutable_loop();
+  loop->set_recording(id);
+  loop->set_trips(trips);
+  loop->set_lower(*lb);
+  loop->set_step(*step);
+  for (int64_t r : carried)
+    loop->add_carried(r);
+  for (int64_t r : capturedActuals)
+    loop->add_captured(r);
+  for (const auto &key : own) {
+    plan::Induction *induction = loop->add_induction();
+    induction->set_mesh(std::get<1>(key));
+    induction->set_stream(std::get<2>(key));
   }
+  for (auto [i, info] : llvm::enumerate(resultInfo))
+    loop->add_results(newRef(op.getResult(i), info.mesh, info.stream));
+  // An initial value whose last use is this loop is freed after the first
+  // iteration, not held to the end (unless every iteration reads it too).
+  for (int64_t r : carried)
+    if (dyingHere && dyingHere->contains(r) &&
+        !llvm::is_contained(capturedActuals, r) &&
+        llvm::count(carried, r) == 1) {
+      loop->add_consumed(r);
+      dyingHere->remove(r);
+    }
   // The results' meshes follow the yielded values'.
   for (auto [i, info] : llvm::enumerate(resultInfo))
     valueMeshes[op.getResult(i)] = info.mesh;
@@ -1186,6 +1320,7 @@ LogicalResult PlanLowering::lowerOp(Operation *op) {
               inst.mutable_borrow_drop()->set_borrow(info.id);
             return success();
           })
+      .Case<IndexTensorOp>([&](IndexTensorOp t) { return lowerIndexTensor(t); })
       .Case<scf::ForOp>([&](scf::ForOp f) { return lowerFor(f); })
       .Case<func::CallOp>([&](func::CallOp c) { return lowerCall(c); })
       .Default([&](Operation *) { return LogicalResult(unsupported(op)); });
@@ -1220,7 +1355,6 @@ FailureOr<plan::Program> PlanLowering::run(StringRef entryName) {
   }
 
   program.set_magic(0x4d4f4e50);
-  program.set_version(1);
   InstList top;
   out = &top;
   if (failed(lowerBlock(entry.getBody().front())))
@@ -1235,6 +1369,9 @@ FailureOr<plan::Program> PlanLowering::run(StringRef entryName) {
     dim->set_name(d.name);
     dim->set_size(d.size);
   }
+  // The lowest schema version with everything the plan uses, so runtimes
+  // older than the loop instruction keep running plans without one.
+  program.set_version(usesLoop ? 2 : 1);
   // Recordings first (callees before callers), then the program.
   for (plan::Instruction &define : recordings)
     *program.add_instructions() = std::move(define);

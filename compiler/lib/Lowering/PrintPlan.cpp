@@ -279,6 +279,34 @@ void printInstruction(const plan::Instruction &inst, unsigned indent,
     placed = false;
     break;
   }
+  case plan::Instruction::kLoop: {
+    // %r = loop @R trips N carried(...) captured(...)
+    //      induction(LOWER + k*STEP on mesh#M [stream S], ...) consumed(...)
+    const plan::Loop &l = inst.loop();
+    printResults(l.results(), os);
+    os << "loop @" << l.recording() << " trips " << l.trips();
+    auto clause = [&](const char *name, const auto &refs) {
+      if (refs.empty())
+        return;
+      os << " " << name << "(";
+      printRefs(refs, os);
+      os << ")";
+    };
+    clause("carried", l.carried());
+    clause("captured", l.captured());
+    if (!l.induction().empty()) {
+      os << " induction(" << l.lower() << " + k*" << l.step() << " on ";
+      llvm::interleaveComma(l.induction(), os, [&](const plan::Induction &i) {
+        os << "mesh#" << i.mesh();
+        if (i.stream())
+          os << " stream " << i.stream();
+      });
+      os << ")";
+    }
+    clause("consumed", l.consumed());
+    placed = false;
+    break;
+  }
   case plan::Instruction::KIND_NOT_SET:
     os << "<no kind>";
     break;

@@ -107,6 +107,8 @@ private:
       return aten.getMesh();
     if (auto rank = dyn_cast<RankOp>(op))
       return rank.getMesh();
+    if (auto index = dyn_cast<IndexTensorOp>(op))
+      return index.getMesh();
     for (Value v : op->getOperands())
       if (isa<DTensorType>(v.getType()))
         return meshOfValue(v);

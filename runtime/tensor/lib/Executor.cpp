@@ -12,7 +12,11 @@
 // converted constants and the cells of its refs; running it is a boxed call
 // on a reused stack with no lookup and no lock. Tasks reach a stream thread
 // in batches. A recording whose body is plain ATen calls is compiled once at
-// DefineRecording and each call is one task running the compiled body.
+// DefineRecording and each call is one task running the compiled body; a
+// loop over such a body is one task running every iteration. Other loops
+// are expanded one iteration at a time, with the tasks queued ahead of the
+// streams bounded (throttleLoop), so a loop's memory does not grow with its
+// trips.
 //
 //===----------------------------------------------------------------------===//
 
@@ -34,6 +38,7 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 #include <unordered_map>
 
 namespace monarch::tensor {
@@ -508,6 +513,15 @@ std::string recordingWhere(int64_t recording, int64_t call,
          (location.empty() ? "" : " at " + location) + ")";
 }
 
+/// Where a body instruction of a loop's iteration `k` ran, after its own
+/// location.
+std::string loopWhere(int64_t recording, int64_t loop, int64_t k,
+                      const std::string &location) {
+  return " (recording " + std::to_string(recording) + ", iteration " +
+         std::to_string(k) + " of loop instruction " + std::to_string(loop) +
+         (location.empty() ? "" : " at " + location) + ")";
+}
+
 } // namespace
 
 struct Executor::Impl {
@@ -936,6 +950,9 @@ struct Executor::Impl {
     }
     case plan::Instruction::kCallRecording:
       callRecording(inst);
+      return;
+    case plan::Instruction::kLoop:
+      loop(inst);
       return;
     case plan::Instruction::KIND_NOT_SET:
       failStatic(inst, "instruction has no kind", {});
@@ -1825,14 +1842,23 @@ struct Executor::Impl {
                         results);
     if (it->second.compiled && callCompiled(inst, it->second.compiled))
       return;
-    // Expansion: each body instruction submitted with its refs renamed.
     std::shared_ptr<const CompiledRecording> keep = it->second.compiled;
     plan::Recording body = rec; // a nested definition may replace `rec`
+    expand(body, {call.actuals().begin(), call.actuals().end()}, results,
+           recordingWhere(body.id(), inst.id(), inst.location()));
+  }
+
+  /// Submits `body` with its formals renamed to `actuals`, its results to
+  /// `results` and every other ref and borrow to fresh local ones, freed
+  /// once the call has run. `where` follows each body instruction's
+  /// location in its failures.
+  void expand(const plan::Recording &body, const std::vector<int64_t> &actuals,
+              const std::vector<int64_t> &results, const std::string &where) {
     std::unordered_map<int64_t, int64_t> rename;
     for (int k = 0; k < body.formals_size(); ++k)
-      rename[body.formals(k)] = call.actuals(k);
+      rename[body.formals(k)] = actuals[k];
     for (int k = 0; k < body.results_size(); ++k)
-      rename[body.results(k)] = call.results(k);
+      rename[body.results(k)] = results[k];
     std::vector<int64_t> locals;
     auto map = [&](int64_t r) {
       auto f = rename.find(r);
@@ -1852,7 +1878,6 @@ struct Executor::Impl {
         f->second = nextLocalBorrow++;
       return f->second;
     };
-    std::string where = recordingWhere(body.id(), inst.id(), inst.location());
     int64_t outer = expanding;
     expanding = body.id();
     for (const auto &b : body.body()) {
@@ -1886,6 +1911,230 @@ struct Executor::Impl {
     // Refs local to the call are freed once it has run.
     for (int64_t local : locals)
       forget(local);
+  }
+
+  // --- loops (docs/plan.md, `loop`)
+
+  void loop(const plan::Instruction &inst) {
+    const plan::Loop &l = inst.loop();
+    std::vector<int64_t> results(l.results().begin(), l.results().end());
+    auto it = recordings.find(l.recording());
+    if (it == recordings.end())
+      return failStatic(
+          inst, "unknown recording " + std::to_string(l.recording()), results);
+    // Loaded plans were checked; instructions submitted one at a time not.
+    if (std::string e = loopError(l, it->second.plan); !e.empty())
+      return failStatic(inst, e, results);
+    for (const plan::Induction &ind : l.induction())
+      if (!streams.count(ind.stream()) || !meshOf(ind.mesh()))
+        return failStatic(inst,
+                          "induction on unknown mesh " +
+                              std::to_string(ind.mesh()) + " or stream " +
+                              std::to_string(ind.stream()),
+                          results);
+    if (l.trips() == 0)
+      return;
+    if (it->second.compiled && loopCompiled(inst, it->second.compiled))
+      return;
+    std::shared_ptr<const CompiledRecording> keep = it->second.compiled;
+    plan::Recording body = it->second.plan; // as in callRecording
+    expandLoop(inst, body);
+  }
+
+  /// The tasks queued on every stream and not yet run.
+  uint64_t queuedTasks() {
+    uint64_t n = 0;
+    for (auto &[id, s] : streams)
+      n += s.pushed - s.queue->completed();
+    return n;
+  }
+
+  /// A loop expands one iteration at a time; past kLoopQueueHigh tasks
+  /// queued ahead of the streams it waits until they are down to
+  /// kLoopQueueLow, so the tasks and cells of a long loop are bounded, not
+  /// its trips times its body. The streams never wait on the submit thread
+  /// for what is already queued (a borrow's events and a collective's peers
+  /// are all in the queues or on other ranks), so this wait ends.
+  static constexpr uint64_t kLoopQueueHigh = 1 << 16, kLoopQueueLow = 1 << 15;
+  void throttleLoop() {
+    flush();
+    if (queuedTasks() <= kLoopQueueHigh)
+      return;
+    while (queuedTasks() > kLoopQueueLow)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+
+  /// Iteration by iteration: the induction tensors as `aten::scalar_tensor`
+  /// calls on their meshes, the body expanded as a call, then the previous
+  /// iteration's carried values (locals of the loop) freed.
+  void expandLoop(const plan::Instruction &inst, const plan::Recording &body) {
+    const plan::Loop &l = inst.loop();
+    std::vector<int64_t> carried(l.carried().begin(), l.carried().end());
+    for (int64_t k = 0; k < l.trips(); ++k) {
+      std::string where = loopWhere(body.id(), inst.id(), k, inst.location());
+      std::vector<int64_t> actuals = carried;
+      actuals.insert(actuals.end(), l.captured().begin(), l.captured().end());
+      std::vector<int64_t> inductions;
+      for (const plan::Induction &ind : l.induction()) {
+        int64_t ref = nextLocalRef--;
+        plan::Instruction make;
+        make.set_id(inst.id());
+        make.set_mesh(ind.mesh());
+        make.set_stream(ind.stream());
+        make.set_location(inst.location() + where);
+        plan::CallOp *call = make.mutable_call_op();
+        call->set_name("aten::scalar_tensor");
+        call->add_args()->mutable_scalar()->set_int_value(l.lower() +
+                                                          k * l.step());
+        plan::NamedValue *dtype = call->add_kwargs();
+        dtype->set_name("dtype");
+        dtype->mutable_value()->set_dtype(plan::INT64);
+        call->add_results(ref);
+        submit(make);
+        inductions.push_back(ref);
+        actuals.push_back(ref);
+      }
+      std::vector<int64_t> results;
+      if (k + 1 == l.trips())
+        results.assign(l.results().begin(), l.results().end());
+      else
+        for (int i = 0; i < l.carried_size(); ++i)
+          results.push_back(nextLocalRef--);
+      expand(body, actuals, results, where);
+      for (int64_t r : inductions)
+        forget(r);
+      if (k > 0)
+        for (int64_t r : carried)
+          forget(r);
+      else
+        for (int64_t r : l.consumed())
+          forget(r);
+      carried = std::move(results);
+      throttleLoop();
+    }
+  }
+
+  /// Every iteration of a loop over a compiled body, as one task.
+  struct LoopTask final : Task {
+    Impl *impl;
+    std::shared_ptr<const CompiledRecording> rec;
+    int64_t trips = 0, lower = 0, step = 0;
+    size_t carried = 0, inductionAt = 0, inductions = 0;
+    /// Formals, results, locals (as a call's frame); the carried formals
+    /// are the caller's cells in iteration 0, then `own`'s first cells.
+    c10::SmallVector<Cell *, 16> frame;
+    /// Carried values after iteration 0, induction tensors, locals.
+    std::vector<Cell> own;
+    /// The caller's cells of consumed carried refs, cleared after
+    /// iteration 0.
+    c10::SmallVector<Cell *, 4> consumed;
+    std::string location; ///< of the loop
+
+    void run(StreamContext &ctx) override {
+      Cell **cells = frame.data();
+      Cell *const *results = cells + rec->formals;
+      size_t localsAt = rec->formals + rec->results;
+      for (int64_t k = 0; k < trips; ++k) {
+        if (k == 1)
+          for (size_t i = 0; i < carried; ++i)
+            cells[i] = &own[i];
+        for (size_t i = 0; i < inductions; ++i)
+          cells[inductionAt + i]->setTensor(
+              at::scalar_tensor(lower + k * step, at::kLong));
+        for (const auto &s : rec->steps) {
+          int64_t start = ctx.trace ? traceStart(ctx) : 0;
+          if (s.isDelete) {
+            for (uint32_t j : s.frees)
+              cells[j]->clear();
+          } else {
+            impl->runOp(
+                s.id,
+                [&] {
+                  return s.location +
+                         loopWhere(rec->id, instruction, k, location);
+                },
+                s.op, cells, ctx.stack);
+          }
+          if (ctx.trace)
+            traceFinish(ctx, s.id, s.name, rec->id, start);
+        }
+        if (k == 0)
+          for (Cell *c : consumed)
+            c->clear();
+        // Iteration k's results are iteration k + 1's carried values; the
+        // last iteration's stay where the loop's results are.
+        if (k + 1 < trips)
+          for (size_t i = 0; i < carried; ++i) {
+            own[i].set(std::move(results[i]->value));
+            results[i]->clear();
+          }
+        // Each iteration's locals and induction tensors go with it.
+        for (size_t j = localsAt; j < frame.size(); ++j)
+          cells[j]->clear();
+        for (size_t i = 0; i < inductions; ++i)
+          cells[inductionAt + i]->clear();
+      }
+    }
+  };
+
+  /// Queues a loop over a compiled body as one task; false when it needs the
+  /// expansion (as callCompiled, and induction tensors the body's stream and
+  /// this rank do not hold), which then reports whatever is wrong.
+  bool loopCompiled(const plan::Instruction &inst,
+                    const std::shared_ptr<const CompiledRecording> &cr) {
+    const plan::Loop &l = inst.loop();
+    auto member = membership.find(cr->mesh);
+    if (member == membership.end() || !member->second)
+      return false;
+    auto sit = streams.find(cr->stream);
+    if (sit == streams.end())
+      return false;
+    std::vector<int64_t> actuals(l.carried().begin(), l.carried().end());
+    actuals.insert(actuals.end(), l.captured().begin(), l.captured().end());
+    for (size_t k = 0; k < actuals.size(); ++k)
+      if (!checkUse(actuals[k], cr->stream, cr->formalWritten[k]).empty())
+        return false;
+    for (const plan::Induction &ind : l.induction()) {
+      auto m = membership.find(ind.mesh());
+      if (ind.stream() != cr->stream || m == membership.end() || !m->second)
+        return false;
+    }
+    for (int64_t r : l.results())
+      if (std::find(actuals.begin(), actuals.end(), r) != actuals.end())
+        return false;
+    auto task = std::make_unique<LoopTask>();
+    task->impl = this;
+    task->rec = cr;
+    task->instruction = inst.id();
+    task->location = inst.location();
+    task->trips = l.trips();
+    task->lower = l.lower();
+    task->step = l.step();
+    task->carried = l.carried_size();
+    task->inductionAt = actuals.size();
+    task->inductions = l.induction_size();
+    task->own.resize(task->carried + task->inductions + cr->locals);
+    task->frame.reserve(cr->formals + cr->results + cr->locals);
+    for (int64_t a : actuals)
+      task->frame.push_back(refs.find(a)->second.cell);
+    for (size_t i = 0; i < task->inductions; ++i)
+      task->frame.push_back(&task->own[task->carried + i]);
+    for (int64_t r : l.results())
+      task->frame.push_back(define(r, cr->stream));
+    for (size_t i = 0; i < cr->locals; ++i)
+      task->frame.push_back(&task->own[task->carried + task->inductions + i]);
+    for (int64_t r : l.consumed())
+      task->consumed.push_back(refs.find(r)->second.cell);
+    // Untraced as a whole: it reports an event per body instruction.
+    push(sit->second, std::move(task));
+    // Consumed refs are gone from here on; their cells are reused once the
+    // loop (which clears them) has run.
+    for (int64_t r : l.consumed()) {
+      auto ref = refs.find(r);
+      sit->second.retired.emplace_back(sit->second.pushed, ref->second.cell);
+      refs.erase(ref);
+    }
+    return true;
   }
 
   Status declare(const plan::Program &program) {

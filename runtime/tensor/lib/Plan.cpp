@@ -193,6 +193,10 @@ private:
                       std::to_string(it->second->results_size()) + " results");
       break;
     }
+    case plan::Instruction::kLoop:
+      if (Status s = checkLoop(inst); !s.isOk())
+        return s;
+      break;
     case plan::Instruction::kReduce: {
       const auto &r = inst.reduce();
       auto group = view.groupSize({r.dims().begin(), r.dims().end()});
@@ -260,6 +264,28 @@ private:
     return status;
   }
 
+  /// A loop's recording must be known and its own rules hold (loopError);
+  /// its induction tensors need a known mesh and stream. Its refs are
+  /// checked as any instruction's (visitRefs).
+  Status checkLoop(const plan::Instruction &inst) {
+    const plan::Loop &loop = inst.loop();
+    auto it = recordings.find(loop.recording());
+    if (it == recordings.end())
+      return fail(inst,
+                  "unknown recording " + std::to_string(loop.recording()));
+    if (std::string e = loopError(loop, *it->second); !e.empty())
+      return fail(inst, e);
+    for (const plan::Induction &ind : loop.induction()) {
+      if (!meshes.count(ind.mesh()))
+        return fail(inst,
+                    "induction on unknown mesh " + std::to_string(ind.mesh()));
+      if (!streams.count(ind.stream()))
+        return fail(inst, "induction on unknown stream " +
+                              std::to_string(ind.stream()));
+    }
+    return Status();
+  }
+
   const plan::Program &program;
   int64_t rootSize = 0;
   std::map<int64_t, mesh::MeshView> meshes;
@@ -269,6 +295,56 @@ private:
 };
 
 } // namespace
+
+std::string loopError(const plan::Loop &loop, const plan::Recording &rec) {
+  if (loop.trips() < 0)
+    return "trips is " + std::to_string(loop.trips()) +
+           ", a loop runs 0 or more times";
+  if (loop.trips() > kMaxLoopTrips)
+    return "trips is " + std::to_string(loop.trips()) +
+           ", more than the most a loop may run (" +
+           std::to_string(kMaxLoopTrips) + ")";
+  int64_t formals = static_cast<int64_t>(loop.carried_size()) +
+                    loop.captured_size() + loop.induction_size();
+  if (rec.formals_size() != formals ||
+      rec.results_size() != loop.carried_size() ||
+      loop.results_size() != loop.carried_size())
+    return "recording " + std::to_string(rec.id()) + " takes " +
+           std::to_string(rec.formals_size()) + " formals and " +
+           std::to_string(rec.results_size()) +
+           " results, but the loop passes " +
+           std::to_string(loop.carried_size()) + " carried, " +
+           std::to_string(loop.captured_size()) + " captured and " +
+           std::to_string(loop.induction_size()) +
+           " induction values and binds " +
+           std::to_string(loop.results_size()) +
+           " results (as many as it carries)";
+  if (loop.trips() == 0 && loop.carried_size() > 0)
+    return "a loop of 0 trips cannot carry values: nothing would bind its "
+           "results";
+  // lower + (trips - 1) * step must be an int64, as every value before it.
+  int64_t last;
+  if (loop.induction_size() > 0 && loop.trips() > 0 &&
+      (__builtin_mul_overflow(loop.trips() - 1, loop.step(), &last) ||
+       __builtin_add_overflow(loop.lower(), last, &last)))
+    return "the induction variable overflows int64 (lower " +
+           std::to_string(loop.lower()) + ", step " +
+           std::to_string(loop.step()) + ", " + std::to_string(loop.trips()) +
+           " trips)";
+  std::unordered_set<int64_t> consumed;
+  for (int64_t r : loop.consumed()) {
+    if (std::find(loop.carried().begin(), loop.carried().end(), r) ==
+        loop.carried().end())
+      return "consumed ref " + std::to_string(r) + " is not a carried value";
+    if (std::find(loop.captured().begin(), loop.captured().end(), r) !=
+        loop.captured().end())
+      return "consumed ref " + std::to_string(r) +
+             " is also captured (every iteration reads it)";
+    if (!consumed.insert(r).second)
+      return "consumed ref " + std::to_string(r) + " is listed twice";
+  }
+  return "";
+}
 
 std::string opName(const plan::CallOp &op) {
   return op.overload().empty() ? op.name() : op.name() + "." + op.overload();
@@ -310,6 +386,8 @@ const char *kindName(const plan::Instruction &inst) {
     return "call_recording";
   case plan::Instruction::kCallActor:
     return "call_actor";
+  case plan::Instruction::kLoop:
+    return "loop";
   case plan::Instruction::KIND_NOT_SET:
     return "unset";
   }
@@ -372,6 +450,15 @@ void visitRefs(const plan::Instruction &inst,
     for (int64_t r : inst.call_recording().actuals())
       fn(r, RefRole::Read);
     defs(inst.call_recording().results());
+    break;
+  case plan::Instruction::kLoop:
+    for (int64_t r : inst.loop().carried())
+      fn(r, RefRole::Read);
+    for (int64_t r : inst.loop().captured())
+      fn(r, RefRole::Read);
+    for (int64_t r : inst.loop().consumed())
+      fn(r, RefRole::Delete);
+    defs(inst.loop().results());
     break;
   default:
     break;
@@ -437,6 +524,12 @@ void mapRefs(plan::Instruction &inst,
   case plan::Instruction::kCallRecording:
     mapList(inst.mutable_call_recording()->mutable_actuals());
     mapList(inst.mutable_call_recording()->mutable_results());
+    break;
+  case plan::Instruction::kLoop:
+    mapList(inst.mutable_loop()->mutable_carried());
+    mapList(inst.mutable_loop()->mutable_captured());
+    mapList(inst.mutable_loop()->mutable_results());
+    mapList(inst.mutable_loop()->mutable_consumed());
     break;
   default:
     break;

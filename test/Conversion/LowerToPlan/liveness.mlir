@@ -32,18 +32,14 @@ func.func @main() {
 // -----
 
 // A value used inside a loop body (captured) lives until the loop ends; the
-// loop's initial value dies after the first iteration; values returned by the
-// entry function are not deleted.
+// loop's initial value dies after the first iteration (the loop consumes it,
+// and frees each iteration's carried values as the next replaces them);
+// values returned by the entry function are not deleted.
 
-// CHECK-LABEL: plan version 1
+// CHECK-LABEL: plan version 2
 // CHECK:      %[[W:[0-9]+]] = aten "aten::ones"
 // CHECK-NEXT: %[[X:[0-9]+]] = aten "aten::zeros"
-// CHECK-NEXT: %[[I1:[0-9]+]] = call_recording @1(%[[X]], %[[W]])
-// CHECK-NEXT: delete %[[X]] on mesh#0
-// CHECK-NEXT: %[[I2:[0-9]+]] = call_recording @1(%[[I1]], %[[W]])
-// CHECK-NEXT: delete %[[I1]] on mesh#0
-// CHECK-NEXT: %[[I3:[0-9]+]] = call_recording @1(%[[I2]], %[[W]])
-// CHECK-NEXT: delete %[[I2]] on mesh#0
+// CHECK-NEXT: %[[R:[0-9]+]] = loop @1 trips 3 carried(%[[X]]) captured(%[[W]]) consumed(%[[X]])
 // CHECK-NEXT: delete %[[W]] on mesh#0
 // CHECK-NOT: delete
 func.func @main() -> !monarch.tensor<2xf32, <gpu = 2>> {

@@ -34,7 +34,7 @@ func.func @main() {
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
   %m = monarch.spawn_procs : !monarch.mesh<gpu = 2>
-  // expected-error@+1 {{cannot lower 'scf.for' to the plan: its induction variable is used, and the plan has no scalar values}}
+  // expected-error@+1 {{cannot lower 'scf.for' to the plan: its induction variable is used by 'arith.index_cast': only monarch.index_tensor may use it (the plan has no scalar values)}}
   scf.for %i = %c0 to %c4 step %c1 {
     %j = arith.index_cast %i : index to i64
   }
@@ -54,14 +54,29 @@ func.func @main() {
 
 // -----
 
+// A plan loop runs at most 2^31 - 1 times (plan.proto's Loop.MAX_TRIPS).
 func.func @main() {
+  %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
-  %c4 = arith.constant 4 : index
+  %big = arith.constant 3000000000 : index
   %m = monarch.spawn_procs : !monarch.mesh<gpu = 2>
-  %x = monarch.aten "aten::zeros"(array<i64: 2>, #monarch.dtype<float32>, #monarch.none, #monarch.none, #monarch.none) on %m : () -> !monarch.tensor<2xf32, <gpu = 2>>
-  // expected-error@+1 {{cannot lower 'scf.for' to the plan: it runs zero times and carries values}}
-  %r = scf.for %i = %c4 to %c1 step %c1 iter_args(%a = %x) -> (!monarch.tensor<2xf32, <gpu = 2>>) {
-    scf.yield %a : !monarch.tensor<2xf32, <gpu = 2>>
+  // expected-error@+1 {{cannot lower 'scf.for' to the plan: it runs 3000000000 times, more than a plan loop may (2147483647)}}
+  scf.for %i = %c0 to %big step %c1 {
+    %r = monarch.rank %m (gpu) : !monarch.tensor<i64, <gpu = 2>>
+  }
+  return
+}
+
+// -----
+
+func.func @main() {
+  %lo = arith.constant -9000000000000000000 : index
+  %hi = arith.constant 9000000000000000000 : index
+  %step = arith.constant 1000000000000000000 : index
+  %m = monarch.spawn_procs : !monarch.mesh<gpu = 2>
+  // expected-error@+1 {{cannot lower 'scf.for' to the plan: its trip count overflows int64}}
+  scf.for %i = %lo to %hi step %step {
+    %r = monarch.rank %m (gpu) : !monarch.tensor<i64, <gpu = 2>>
   }
   return
 }

@@ -30,3 +30,22 @@ func.func @train() -> !monarch.host<tensor<4xf32>> {
   %f = monarch.fetch_shard %w at (gpu = 1) : !monarch.tensor<4xf32, <host = 2, gpu = 4>> -> !monarch.host<tensor<4xf32>>
   return %f : !monarch.host<tensor<4xf32>>
 }
+
+// The induction variable as a tensor on a mesh (0-d i64, any stream), for a
+// body that computes with its step number.
+// CHECK-LABEL: func.func @schedule
+func.func @schedule() {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c10 = arith.constant 10 : index
+  %m = monarch.spawn_procs : !monarch.mesh<gpu = 2>
+  // CHECK: scf.for %[[I:.*]] = %{{.*}} to
+  scf.for %i = %c0 to %c10 step %c1 {
+    // CHECK: monarch.index_tensor %[[I]] on %{{.*}} : !monarch.tensor<i64, <gpu = 2>>
+    %s = monarch.index_tensor %i on %m : !monarch.tensor<i64, <gpu = 2>>
+    // CHECK: monarch.index_tensor %[[I]] on %{{.*}} : !monarch.tensor<i64, <gpu = 2>, stream = "comm">
+    %t = monarch.index_tensor %i on %m : !monarch.tensor<i64, <gpu = 2>, stream = "comm">
+    %lr = monarch.aten "aten::mul.Scalar"(%s, #monarch.scalar<0.5 : f64>) on %m : (!monarch.tensor<i64, <gpu = 2>>) -> !monarch.tensor<f32, <gpu = 2>>
+  }
+  return
+}

@@ -265,6 +265,38 @@ func.func @rank_result_type(%m: !monarch.mesh<gpu = 4>) {
 
 // -----
 
+func.func @index_tensor_result_type(%m: !monarch.mesh<gpu = 4>, %i: index) {
+  // expected-error @+1 {{result must be a 0-d i64 tensor, got 'tensor<2xi64>'}}
+  %t = monarch.index_tensor %i on %m : !monarch.tensor<2xi64, <gpu = 4>>
+  return
+}
+
+// -----
+
+func.func @index_tensor_element_type(%m: !monarch.mesh<gpu = 4>, %i: index) {
+  // expected-error @+1 {{result must be a 0-d i64 tensor, got 'tensor<i32>'}}
+  %t = monarch.index_tensor %i on %m : !monarch.tensor<i32, <gpu = 4>>
+  return
+}
+
+// -----
+
+func.func @index_tensor_not_an_index(%m: !monarch.mesh<gpu = 4>, %i: i64) {
+  // expected-error @+1 {{operand #0 must be index, but got 'i64'}}
+  %t = "monarch.index_tensor"(%i, %m) : (i64, !monarch.mesh<gpu = 4>) -> !monarch.tensor<i64, <gpu = 4>>
+  return
+}
+
+// -----
+
+func.func @index_tensor_wrong_mesh(%m: !monarch.mesh<gpu = 4>, %i: index) {
+  // expected-error @+1 {{failed to verify that mesh is the result's mesh}}
+  %t = "monarch.index_tensor"(%i, %m) : (index, !monarch.mesh<gpu = 4>) -> !monarch.tensor<i64, <gpu = 2>>
+  return
+}
+
+// -----
+
 func.func @reduce_unknown_dim(%t: !monarch.tensor<4xf32, <host = 2, gpu = 4>>) {
   // expected-error @+1 {{reduce over unknown mesh dim 'tp' (the mesh has host, gpu)}}
   %r = monarch.reduce %t (tp) sum : !monarch.tensor<4xf32, <host = 2, gpu = 4>> -> !monarch.tensor<4xf32, <host = 2, gpu = 4>>

@@ -219,6 +219,113 @@ TEST(Plan, RecordingsAreCheckedAgainstTheirCalls) {
   EXPECT_NE(s.message().find("takes 1 actuals"), std::string::npos);
 }
 
+/// A plan: x = ones(2); recording 1 (a, s) -> (a + s); a loop over it
+/// (instruction 2, loopIn).
+PlanBuilder loopPlan() {
+  PlanBuilder b({{"x", 2}});
+  auto *rec = b.add(0).mutable_define_recording()->mutable_recording();
+  rec->set_id(1);
+  rec->add_formals(100);
+  rec->add_formals(101);
+  rec->add_results(102);
+  auto *body = rec->add_body();
+  body->set_id(1000);
+  auto *call = body->mutable_call_op();
+  call->set_name("aten::add");
+  call->set_overload("Tensor");
+  *call->add_args() = val::ref(100);
+  *call->add_args() = val::ref(101);
+  call->add_results(102);
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({2})});
+  plan::Loop *loop = b.add(0).mutable_loop();
+  loop->set_recording(1);
+  loop->set_trips(10);
+  loop->add_carried(x);
+  loop->add_induction()->set_mesh(0);
+  loop->add_results(b.ref());
+  return b;
+}
+
+plan::Loop &loopIn(PlanBuilder &b) {
+  return *b.program().mutable_instructions(2)->mutable_loop();
+}
+
+TEST(Plan, LoopsAreCheckedAgainstTheirRecording) {
+  PlanBuilder ok = loopPlan();
+  ASSERT_TRUE(validatePlan(ok.program()).isOk())
+      << validatePlan(ok.program()).message();
+  // Each rule, on its own copy of the plan.
+  auto refused = [](void (*edit)(plan::Loop &), const std::string &message) {
+    PlanBuilder b = loopPlan();
+    edit(loopIn(b));
+    Status s = validatePlan(b.program());
+    EXPECT_FALSE(s.isOk()) << message;
+    EXPECT_NE(s.message().find(message), std::string::npos) << s.message();
+  };
+  refused([](plan::Loop &l) { l.set_recording(2); }, "unknown recording 2");
+  refused([](plan::Loop &l) { l.set_trips(-3); },
+          "trips is -3, a loop runs 0 or more times");
+  refused([](plan::Loop &l) { l.set_trips(kMaxLoopTrips + 1); },
+          "more than the most a loop may run (2147483647)");
+  refused([](plan::Loop &l) { l.add_captured(1); },
+          "recording 1 takes 2 formals and 1 results, but the loop passes 1 "
+          "carried, 1 captured and 1 induction values and binds 1 results");
+  refused([](plan::Loop &l) { l.set_trips(0); },
+          "a loop of 0 trips cannot carry values");
+  refused(
+      [](plan::Loop &l) {
+        l.set_lower(INT64_MAX - 5);
+        l.set_step(1);
+      },
+      "the induction variable overflows int64");
+  refused([](plan::Loop &l) { l.mutable_induction(0)->set_mesh(7); },
+          "induction on unknown mesh 7");
+  refused([](plan::Loop &l) { l.mutable_induction(0)->set_stream(3); },
+          "induction on unknown stream 3");
+  refused([](plan::Loop &l) { l.add_consumed(5); },
+          "consumed ref 5 is not a carried value");
+  refused(
+      [](plan::Loop &l) {
+        l.add_consumed(1);
+        l.add_consumed(1);
+      },
+      "consumed ref 1 is listed twice");
+  // Refs: carried and captured must be defined; a consumed one is gone.
+  refused([](plan::Loop &l) { l.set_carried(0, 42); },
+          "ref 42 used before it is defined");
+  {
+    PlanBuilder b = loopPlan();
+    loopIn(b).add_consumed(1);
+    ASSERT_TRUE(validatePlan(b.program()).isOk());
+    b.fetch(0, 1);
+    Status s = validatePlan(b.program());
+    EXPECT_NE(s.message().find("ref 1 used before it is defined"),
+              std::string::npos)
+        << s.message();
+  }
+}
+
+TEST(Plan, LoopRefsAreVisitedAndMapped) {
+  PlanBuilder b = loopPlan();
+  loopIn(b).add_captured(1);
+  loopIn(b).add_consumed(1);
+  plan::Instruction inst = b.program().instructions(2);
+  ASSERT_TRUE(inst.has_loop());
+  EXPECT_STREQ(kindName(inst), "loop");
+  std::vector<std::pair<int64_t, RefRole>> seen;
+  visitRefs(inst, [&](int64_t r, RefRole role) { seen.emplace_back(r, role); });
+  std::vector<std::pair<int64_t, RefRole>> want{{1, RefRole::Read},
+                                                {1, RefRole::Read},
+                                                {1, RefRole::Delete},
+                                                {2, RefRole::Define}};
+  EXPECT_EQ(seen, want);
+  mapRefs(inst, [](int64_t r) { return r + 1000; });
+  EXPECT_EQ(inst.loop().carried(0), 1001);
+  EXPECT_EQ(inst.loop().captured(0), 1001);
+  EXPECT_EQ(inst.loop().consumed(0), 1001);
+  EXPECT_EQ(inst.loop().results(0), 1002);
+}
+
 TEST(Plan, MapRefsRenamesEveryRef) {
   PlanBuilder b({{"x", 1}});
   int64_t x = b.op(0, "aten::cat", "", {val::refs({1, 2}), val::i(0)}, 1, 0,

@@ -1031,6 +1031,8 @@ Value monarch::getDefiningMesh(Value tensor) {
       return op.getMesh();
     if (auto op = dyn_cast<RankOp>(def))
       return op.getMesh();
+    if (auto op = dyn_cast<IndexTensorOp>(def))
+      return op.getMesh();
     if (auto op = dyn_cast<ToMeshOp>(def))
       return op.getDest();
     if (auto op = dyn_cast<ToMeshStartOp>(def))
@@ -1102,6 +1104,15 @@ LogicalResult RankOp::verify() {
     return emitOpError("needs at least one mesh dim");
   if (failed(verifyDimNames(*this, mesh, getDims(), "rank")))
     return failure();
+  auto type = getResult().getType();
+  if (type.getLocal().getRank() != 0 ||
+      !type.getLocal().getElementType().isSignlessInteger(64))
+    return emitOpError("result must be a 0-d i64 tensor, got ")
+           << type.getLocal();
+  return success();
+}
+
+LogicalResult IndexTensorOp::verify() {
   auto type = getResult().getType();
   if (type.getLocal().getRank() != 0 ||
       !type.getLocal().getElementType().isSignlessInteger(64))

@@ -8,14 +8,16 @@
 //   mlir::OwningOpRef<mlir::ModuleOp> module = monarch::importTrace(trace,
 //   ctx); if (!module) return failure();   // the diagnostics say why
 //
-// gives `module { func.func @<entry>() { ... return } }`, built with the
-// dialect's own builders and checked by its verifiers. This replaces the
-// frontend printing the dialect's syntax by hand: one printer (MLIR's), and
-// the IR of a traced program is whatever the dialect says it is.
+// gives `module { func.func @<entry>() { ... return } }` (plus a private
+// function per recording), built with the dialect's own builders and checked
+// by its verifiers. This replaces the frontend printing the dialect's syntax
+// by hand: one printer (MLIR's), and the IR of a traced program is whatever
+// the dialect says it is.
 //
 // Every instruction kind the eager path sends has a mapping (docs/python.md,
-// "Tracing to MLIR", has the table); instructions with no dialect form yet
-// (recordings, actor calls) and malformed traces (unknown or twice-defined
+// "Tracing to MLIR", has the table): a recording becomes a private func.func
+// and each call of it a func.call. Instructions with no dialect form yet
+// (actor calls) and malformed traces (unknown or twice-defined
 // refs, unknown meshes, a derivation that does not give the recorded view, a
 // value without a type, ...) are error diagnostics, never a crash. Meshes,
 // streams and the root are created where first used, as the old tracer did.

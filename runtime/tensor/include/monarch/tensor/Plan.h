@@ -22,8 +22,14 @@ namespace monarch::tensor {
 
 /// "MONP": the first field of every plan.
 inline constexpr uint32_t kPlanMagic = 0x4d4f4e50;
-/// The schema version this runtime writes and the newest it reads.
-inline constexpr uint32_t kPlanVersion = 1;
+/// The schema version this runtime writes and the newest it reads. Version 2
+/// added the `loop` instruction; the compiler writes the lowest version a
+/// plan needs (1 without loops), so older runtimes keep running those.
+inline constexpr uint32_t kPlanVersion = 2;
+/// The most trips a `loop` may make, 2^31 - 1: far beyond any training job
+/// (a million steps are 0.05% of it), while a count past it -- a corrupted
+/// or mistyped one -- is refused at load rather than run for months.
+inline constexpr int64_t kMaxLoopTrips = plan::Loop::MAX_TRIPS;
 
 /// Parses and validates serialized plan bytes.
 Expected<plan::Program> loadPlan(std::string_view bytes);
@@ -46,7 +52,9 @@ enum class RefRole {
 /// Calls `fn` for every ref an instruction names, with its role. ATen
 /// arguments are reported as Read: whether an operator mutates one is known
 /// only from its schema, on the worker. A CallRecording's actuals are Read and
-/// its results Define; a DefineRecording's body is not visited.
+/// its results Define; a Loop's carried and captured refs are Read, its
+/// consumed ones then Delete, its results Define; a DefineRecording's body is
+/// not visited.
 void visitRefs(const plan::Instruction &inst,
                const std::function<void(int64_t ref, RefRole role)> &fn);
 /// Calls `fn` for every ref inside one argument value (refs, ref lists,
@@ -57,6 +65,13 @@ void visitValueRefs(const plan::Value &value, RefRole role,
 /// including a nested DefineRecording's body: no).
 void mapRefs(plan::Instruction &inst,
              const std::function<int64_t(int64_t ref)> &fn);
+
+/// What is wrong with `loop` as a loop over `rec` (trips out of range,
+/// counts that do not match the recording, carried values with no trips,
+/// an induction variable past int64, consumed refs that are not carried
+/// only); empty when nothing. Meshes, streams and refs are the caller's to
+/// check.
+std::string loopError(const plan::Loop &loop, const plan::Recording &rec);
 
 /// "aten::add.Tensor" for (name "aten::add", overload "Tensor").
 std::string opName(const plan::CallOp &op);

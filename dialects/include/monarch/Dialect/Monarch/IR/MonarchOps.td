@@ -214,6 +214,32 @@ def Monarch_RankOp : Monarch_Op<"rank", [Pure,
   let hasVerifier = 1;
 }
 
+def Monarch_IndexTensorOp : Monarch_Op<"index_tensor", [Pure,
+    TypesMatchWith<"mesh is the result's mesh", "result", "mesh",
+                   "::llvm::cast<::monarch::DTensorType>($_self).getMesh()">]> {
+  let summary = "an index (a loop's induction variable) as a 0-d int64 tensor";
+  let description = [{
+    The controller-side `index` as a distributed tensor: a 0-d int64 tensor
+    on every proc of `%m`, all holding the same value. It is how a loop body
+    computes with its step number (`make_batch(step)`, a learning-rate
+    schedule) without the loop being unrolled: the plan lowering makes a
+    loop's induction variable, used this way, a tensor formal of the loop's
+    recording that the runtime binds to `lower + k * step` in iteration `k`
+    (docs/plan.md, `loop`). The index may also be a constant.
+
+    ```mlir
+    scf.for %i = %c0 to %c100 step %c1 {
+      %step = monarch.index_tensor %i on %m : !monarch.tensor<i64, <gpu = 8>>
+      ...
+    }
+    ```
+  }];
+  let arguments = (ins Index:$index, Monarch_AnyMesh:$mesh);
+  let results = (outs Monarch_AnyTensor:$result);
+  let assemblyFormat = "$index `on` $mesh attr-dict `:` qualified(type($result))";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Communication
 //===----------------------------------------------------------------------===//
