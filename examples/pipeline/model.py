@@ -219,7 +219,8 @@ class Optimizer:
 
 # -- the distributed program -----------------------------------------------------------
 
-def train(cfg: Config, mesh: Any, on_step: Any = None, compiled: bool = False) -> List[Any]:
+def train(cfg: Config, mesh: Any, on_step: Any = None, compiled: bool = False,
+          looped: bool = False) -> List[Any]:
     """Runs ``cfg.steps`` steps on ``mesh`` (dims pp, dp); returns the loss of each
     step as a future (``monarch.fetch_shard`` of the dp-averaged loss).
 
@@ -227,14 +228,20 @@ def train(cfg: Config, mesh: Any, on_step: Any = None, compiled: bool = False) -
     then one instruction per step (docs/python.md "Compiled steps"). Its
     step-dependent numbers (which batch, Adam's bias correction) are then
     tensors on the workers, updated in place, instead of Python numbers that
-    would change the ops every step."""
+    would change the ops every step.
+
+    ``looped``: the steps are a ``monarch.range`` loop with the same tensor
+    counters, so a traced job is one loop whatever its number of steps
+    (docs/python.md "Loops"); traced, only the first two steps' futures are
+    returned (the rest are fetched by the loop and printed by monarch-run)."""
     import monarch
 
-    job = Job(cfg, mesh, tensor_counters=compiled)
+    job = Job(cfg, mesh, tensor_counters=compiled or looped)
     step = monarch.compile(job.step) if compiled else job.step
     losses = []
-    for k in range(cfg.steps):
-        losses.append(step(job.counters) if compiled else step(k))
+    steps = monarch.range(cfg.steps, mesh=mesh) if looped else range(cfg.steps)
+    for k, _ in enumerate(steps):
+        losses.append(step(job.counters) if compiled or looped else step(k))
         if on_step is not None:
             on_step(k, losses[-1])
     return losses
@@ -373,13 +380,13 @@ def one_f_one_b(P: int, M: int) -> List[tuple]:
     return order
 
 
-def program(cfg: Config, backend: Optional[str] = None) -> List[Any]:
+def program(cfg: Config, backend: Optional[str] = None, looped: bool = False) -> List[Any]:
     """The whole job: spawn the mesh, train; the loss futures."""
     from monarch.actor import this_host
 
     kw = {} if backend is None else {"backend": backend}
     mesh = this_host().spawn_procs(cfg.shape(), **kw)
-    return train(cfg, mesh)
+    return train(cfg, mesh, looped=looped)
 
 
 # -- the single-process reference -------------------------------------------------------

@@ -40,6 +40,7 @@ _PUBLIC: Dict[str, Tuple[str, str]] = {
     "inspect": ("tensor.api", "inspect"),
     "reduce": ("tensor.api", "reduce"),
     "reduce_": ("tensor.api", "reduce_"),
+    "range": ("tensor.loops", "range"),
     "remote": ("tensor.remote", "remote"),
     "show": ("tensor.api", "show"),
     "trace": ("tensor.trace_api", "trace"),
@@ -72,4 +73,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._src.tensor.remote import Remote, remote
     from ._src.tensor.streams import Stream, get_active_stream
     from ._src.tensor.compiled import Compiled, compile
+    from ._src.tensor.loops import range
     from ._src.tensor.trace_api import Trace, trace
