@@ -158,8 +158,13 @@ if part python; then
 fi
 
 # End to end from Python, as a user runs it: a traced program run on workers
-# (monarch.trace(...).run()) and the pipeline job on CUDA tensors, traced and
-# with its step compiled once (run.py --compiled-step).
+# (monarch.trace(...).run()) and the pipeline job on CUDA tensors, traced,
+# with its step compiled once (run.py --compiled-step) and as one loop
+# (--loop). The long runs use lr 0.01: at the default 0.05 this model
+# (hidden 512) is chaotic -- a 1e-7 relative change of its inputs moves the
+# loss by 1.6e-4 at step 16 and by over 100% at step 40 on the CPU alone --
+# so no run on another device can match the CPU reference to 1e-4 for long;
+# at 0.01 the same change moves 200 steps by at most 2.6e-5.
 e2e_rc=0
 if part e2e; then
   work=$(mktemp -d)
@@ -169,10 +174,10 @@ if part e2e; then
          --out "$work/pipeline" \
       && PYTHONPATH=build-gpu/python timeout 300 $py examples/pipeline/run.py --device cuda \
          --compiled-step --pp 2 --dp 1 --hidden 512 --microbatches 8 --batch 64 --steps 50 \
-         --reference \
+         --lr 0.01 --reference \
       && PYTHONPATH=build-gpu/python timeout 300 $py examples/pipeline/run.py --device cuda \
          --loop --pp 2 --dp 1 --hidden 512 --microbatches 8 --batch 64 --steps 200 \
-         --reference --out "$work/loop" \
+         --lr 0.01 --reference --out "$work/loop" \
       && PYTHONPATH=build-gpu/python timeout 300 $py examples/ddp_loop.py --device cuda \
          --steps 500; } > "$out/e2e.log" 2>&1
   e2e_rc=$?

@@ -367,7 +367,9 @@ def run_compiled_step(cfg: model.Config, reference: bool) -> int:
     """``--compiled-step``: the job eagerly, its step compiled once."""
     from monarch.actor import this_host
 
-    mesh = this_host().spawn_procs(cfg.shape())
+    # A remote data loader runs Python on the workers.
+    kind = {"tensor_worker": "python"} if cfg.loader == "remote" else {}
+    mesh = this_host().spawn_procs(cfg.shape(), **kind)
     session = mesh._session
     try:
         marks: Dict[str, Any] = {}
@@ -417,7 +419,7 @@ def config_from_args(a: argparse.Namespace) -> model.Config:
                         (0.005 if a.optimizer == "adam" else 0.05),
                         steps=a.steps, schedule=a.schedule, widths=_ints(a.widths),
                         partition=None if a.partition == "auto" else _ints(a.partition),
-                        device=a.device)
+                        device=a.device, loader=getattr(a, "loader", "ops"))
 
 
 def partition_job(cfg: model.Config, opt: str, profile: Optional[str] = None) -> model.Config:
@@ -491,6 +493,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--eager", action="store_true", help="also run eagerly and compare step time")
     p.add_argument("--reference", action="store_true",
                    help="also compare the losses with a single-process torch run")
+    p.add_argument("--loader", choices=["ops", "remote"], default="ops",
+                   help="each step's batch from tensor ops on the mesh, or from a monarch.remote "
+                        "data loader run by Python tensor workers (--compiled-step only)")
     p.add_argument("--loop", action="store_true",
                    help="trace the steps as one monarch.range loop (a plan whose size does not "
                         "depend on --steps); prints the losses, no step-time analysis")
@@ -500,6 +505,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     cfg = config_from_args(a)
     if a.compiled_step:
         return run_compiled_step(cfg, a.reference)
+    if cfg.loader == "remote":
+        p.error("--loader remote needs Python tensor workers, which monarch-run does not start: "
+                "use it with --compiled-step")
     os.makedirs(a.out, exist_ok=True)
     mlir = os.path.join(a.out, "job.mlir")
     recorded = os.path.join(a.out, "job.trace")

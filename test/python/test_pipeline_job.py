@@ -209,6 +209,24 @@ def test_compiled_step_matches_single_process(dp, schedule, optimizer, device):
     assert [b - a for a, b in zip(issued[3:], issued[4:])] == [1] * (cfg.steps - 4)
 
 
+def test_compiled_step_with_a_remote_data_loader(capsys, device):
+    """The batches made by a monarch.remote loader each Python tensor worker
+    runs on its shard, inside the compiled step: the same losses, still one
+    instruction per step."""
+    if not backend_available("c"):
+        pytest.skip("monarch._C is not built")
+    rc = job.main(["--compiled-step", "--loader", "remote", "--steps", "6", "--reference",
+                   "--device", device, "--schedule", "1f1b"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "1.00 instructions issued per step" in out and "(OK, tolerance 1e-4)" in out
+
+
+def test_remote_loader_is_refused_where_monarch_run_runs_the_job():
+    with pytest.raises(SystemExit):
+        job.main(["--loader", "remote", "--no-run"])
+
+
 def test_run_py_compiled_step(capsys, device):
     if not backend_available("c"):
         pytest.skip("monarch._C is not built")
