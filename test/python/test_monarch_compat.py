@@ -160,6 +160,38 @@ def test_value_mesh_pickles_as_its_view():
         ValueMesh(["host", "gpu"], [2, 3], [1, 2])
 
 
+# -- the running actor, from its context ------------------------------------------------
+
+class _Sample:
+    pass
+
+
+def test_context_reads_the_workers_context():
+    from monarch._src.actor import context as actor_context
+
+    info = {"mesh": "trainers", "rank": 3, "point": {"host": 1, "gpu": 1},
+            "sizes": {"host": 2, "gpu": 2}, "proc_rank": 7}
+    with actor_context.entered(_Sample(), info):
+        ctx = context()
+        assert ctx.actor_instance.rank == Point(3, Extent(["host", "gpu"], [2, 2]))
+        assert ctx.message_rank == ctx.actor_instance.rank == current_rank()
+        assert current_size() == {"host": 2, "gpu": 2}
+        assert ctx.actor_instance.name == "trainers"
+        assert ctx.actor_instance.class_name == f"{__name__}._Sample"
+        assert current_actor_name() == "proc[7]/trainers[3]"
+        assert repr(ctx.actor_instance) == f"<{__name__}._Sample trainers{{'host': 1/2, 'gpu': 1/2}}>"
+        with pytest.raises(NotImplementedError, match="pass the ProcMesh"):
+            ctx.actor_instance.proc
+    # Where the context says which slice the message went to, that is the
+    # message rank (and current_rank(), as in Monarch); the actor keeps its own.
+    sliced = dict(info, message={"point": {"gpu": 1}, "sizes": {"gpu": 2}})
+    with actor_context.entered(_Sample(), sliced):
+        assert current_rank() == Point(1, Extent(["gpu"], [2])) == context().message_rank
+        assert current_size() == {"gpu": 2}
+        assert context().actor_instance.rank == {"host": 1, "gpu": 1}
+    assert len(current_rank()) == 0  # back in the controller
+
+
 # -- monarch.config --------------------------------------------------------------------
 
 def test_configure_sets_the_runtime_variable_and_clear_undoes_it(monkeypatch):
@@ -225,9 +257,16 @@ def test_configure_refuses_what_it_cannot_do():
     with pytest.raises(ConfigError):
         configure(log_level="debug", bogus=1)
     assert get_runtime_config() == {}
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match="not kept in files"):
         with configured(tail_log_lines=10):
             pass
+    # What this runtime always does is accepted; the opposite is refused.
+    with configured(enable_log_forwarding=True, prefix_with_rank=True) as config:
+        assert config["enable_log_forwarding"] is True and config["prefix_with_rank"] is True
+        assert get_runtime_config() == {"enable_log_forwarding": True, "prefix_with_rank": True}
+    assert get_runtime_config() == {}
+    with pytest.raises(ConfigError, match="forwarded"):
+        configure(enable_log_forwarding=False)
     assert monarch.configured is configured and monarch.configure is configure
 
 

@@ -94,9 +94,10 @@ class Context:
     """What ``context()`` returns: ``actor_instance`` (:class:`Instance`) and
     ``message_rank`` (a :class:`Point`).
 
-    ``message_rank`` is the actor's position in the mesh it was spawned on.
-    Monarch gives the position in the slice the message was sent to; the two
-    differ only for a message to a slice of the mesh (see docs/python.md)."""
+    ``message_rank`` is the actor's position in the slice the message was
+    sent to where the context says (its "message" entry); the adverbs do not
+    say yet, so it is the position in the mesh the actor was spawned on, which
+    differs from Monarch's only for a message to a slice (docs/python.md)."""
 
     __slots__ = ("actor_instance", "message_rank")
 
@@ -119,6 +120,14 @@ def _point(info: Dict[str, Any]) -> Point:
     return Point.of(info.get("point") or {}, sizes)
 
 
+def _message_point(info: Dict[str, Any], rank: Point) -> Point:
+    """Where the current message's slice put this actor: the context's
+    "message" entry ({"point": ..., "sizes": ...}) where the adverb says,
+    else the actor's own point."""
+    message = info.get("message")
+    return Point.of(message["point"], message["sizes"]) if message else rank
+
+
 def context() -> Context:
     """The running actor's :class:`Context`; in the controller, the root
     client's."""
@@ -132,21 +141,24 @@ def context() -> Context:
     name = str(info.get("mesh", ""))
     proc_id = str(info.get("proc_id") or f"proc[{info.get('proc_rank', 0)}]")
     actor_id = ActorId(name, int(info.get("rank", rank.rank)), proc_id)
-    return Context(Instance(rank, name, class_name, actor_id, actor), rank)
+    return Context(Instance(rank, name, class_name, actor_id, actor), _message_point(info, rank))
 
 
 def current_rank() -> Point:
     """The running actor's position: a :class:`Point` (``.rank``, and
     ``point["gpu"]`` for each dimension of its mesh)."""
     info = _context.current_context()
-    return Point(0, _NO_DIMS) if info is None else _point(info)
+    return Point(0, _NO_DIMS) if info is None else _message_point(info, _point(info))
 
 
 def current_size() -> Dict[str, int]:
     """The sizes of the running actor's mesh: ``{"host": 2, "gpu": 4}``
     (``{}`` in the controller)."""
     info = _context.current_context()
-    return {} if info is None else dict(info.get("sizes") or {})
+    if info is None:
+        return {}
+    message = info.get("message")
+    return dict(message["sizes"] if message else info.get("sizes") or {})
 
 
 def current_actor_name() -> str:

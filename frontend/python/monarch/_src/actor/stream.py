@@ -23,8 +23,10 @@ class _Arrivals:
         self._arrived: List[Future[Any]] = []
         self._lock = threading.Lock()  # guards the lists
         self._waiting = threading.Lock()  # held by the thread waiting on a reply
+        # The longest bound of the replies' (None, forever, if any has none).
         timeouts = [r._source.default_timeout for r in replies if r._source is not None]
-        self.default_timeout: Optional[float] = max(timeouts) if timeouts else None
+        self.default_timeout: Optional[float] = (
+            None if not timeouts or None in timeouts else max(timeouts))
 
     def _poll(self) -> None:
         still = []

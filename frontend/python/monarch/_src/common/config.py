@@ -9,8 +9,9 @@ the C++ runtime and the frontend); a setting here is one of them.
 inherit it and the runtime's reads after it see it; ``clear_runtime_config``
 puts back what the environment held before. When each one is read (every
 ``spawn_procs``, once per process, ...) is in :data:`SETTINGS`. Monarch's
-keys without a counterpart here are refused with the reason; unknown keys
-are refused too.
+keys without a counterpart here are refused with the reason (those whose one
+value here is fixed, :data:`FIXED`, accept that value); unknown keys are
+refused too.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
-__all__ = ["ConfigError", "SETTINGS", "Setting", "clear_runtime_config", "configure",
+__all__ = ["ConfigError", "FIXED", "MONARCH_ONLY", "SETTINGS", "Setting", "clear_runtime_config", "configure",
            "configured", "get_global_config", "get_runtime_config", "parametrize_config"]
 
 
@@ -87,15 +88,22 @@ SETTINGS: Dict[str, Setting] = {
 # here, and why.
 _NO_SPAWN_ENV = "give spawn_procs(timeout_ms=...) instead"
 _HYPERACTOR = "a setting of Monarch's Rust runtime (hyperactor); this runtime has none like it"
+_FORWARDED = ("the output of every proc is forwarded to the controller's stdout and stderr, "
+              "line by line, prefixed with [<mesh> rank <r>]; it is not kept in files")
+
+# Monarch's keys whose one value here is fixed: that value is accepted (and
+# does nothing), the other is refused with the reason.
+FIXED: Dict[str, Tuple[Any, str]] = {
+    "enable_log_forwarding": (True, _FORWARDED),
+    "prefix_with_rank": (True, _FORWARDED),
+}
 MONARCH_ONLY: Dict[str, str] = {
     "default_transport": "procs of one host talk over Unix sockets and hosts over TCP; there "
                          "is no transport to choose",
-    "enable_log_forwarding": "workers write to the controller's stdout and stderr directly",
-    "enable_file_capture": "workers write to the controller's stdout and stderr directly",
-    "tail_log_lines": "workers write to the controller's stdout and stderr directly",
-    "prefix_with_rank": "workers write to the controller's stdout and stderr directly",
-    "read_log_buffer": "workers write to the controller's stdout and stderr directly",
-    "force_file_log": "workers write to the controller's stdout and stderr directly",
+    "enable_file_capture": _FORWARDED,
+    "tail_log_lines": _FORWARDED,
+    "read_log_buffer": _FORWARDED,
+    "force_file_log": _FORWARDED,
     "host_spawn_ready_timeout": _NO_SPAWN_ENV,
     "mesh_proc_spawn_max_idle": _NO_SPAWN_ENV,
     "actor_spawn_max_idle": _NO_SPAWN_ENV,
@@ -202,11 +210,21 @@ def configure(**settings: Any) -> None:
     are checked before any is set. ``None`` leaves a setting as it is."""
     checked = {}
     for key, value in settings.items():
+        if key in FIXED:
+            fixed, why = FIXED[key]
+            if value is not None and value != fixed:
+                raise ConfigError(f"monarch.config: {key}={value!r} is not possible here: {why}")
+            if value is not None:
+                checked[key] = value
+            continue
         if key not in SETTINGS:
             raise _refuse(key)
         if value is not None:
             checked[key] = _check(key, value)
     for key, value in checked.items():
+        if key in FIXED:
+            _runtime[key] = value
+            continue
         s = SETTINGS[key]
         if s.env not in _saved_env:
             _saved_env[s.env] = os.environ.get(s.env)
@@ -226,6 +244,8 @@ def get_global_config() -> Dict[str, Any]:
     for key, s in SETTINGS.items():
         text = os.environ.get(s.env)
         out[key] = _from_env(key, text) if text not in (None, "") else s.default
+    for key, (fixed, _) in FIXED.items():
+        out[key] = fixed
     return out
 
 
