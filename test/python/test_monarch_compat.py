@@ -273,26 +273,37 @@ def test_configure_refuses_what_it_cannot_do():
 def test_parametrize_config_runs_each_combination(tmp_path):
     (tmp_path / "test_params.py").write_text(textwrap.dedent("""
         import os
-        from monarch.config import parametrize_config
+        from monarch.config import parametrize_config, parametrize_config_pointwise
 
         @parametrize_config(log_level={"debug", "error"}, bind_cores={True, False})
         def test_env():
             with open("seen.txt", "a") as f:
                 f.write(os.environ["MONARCH_LOG"] + os.environ["MONARCH_BIND_CORES"] + "\\n")
 
+        @parametrize_config_pointwise(log_level=["debug", "info"], worker_memory_cap=[1, 2])
+        def test_pointwise():
+            with open("pointwise.txt", "a") as f:
+                f.write(os.environ["MONARCH_LOG"] + os.environ["MONARCH_WORKER_MEMORY_CAP"] + "\\n")
+
         def test_after():
             assert "MONARCH_BIND_CORES" not in os.environ
+            assert "MONARCH_WORKER_MEMORY_CAP" not in os.environ
     """))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     env.pop("MONARCH_LOG", None)
     env.pop("MONARCH_BIND_CORES", None)
+    env.pop("MONARCH_WORKER_MEMORY_CAP", None)
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "test_params.py"], capture_output=True, text=True, timeout=120,
                          env=env, cwd=str(tmp_path))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "5 passed" in out.stdout
+    assert "7 passed" in out.stdout
     seen = sorted((tmp_path / "seen.txt").read_text().split())
     assert seen == ["debug0", "debug1", "error0", "error1"]
+    assert (tmp_path / "pointwise.txt").read_text().split() == ["debug1", "info2"]
+    from monarch.config import parametrize_config_pointwise
+    with pytest.raises(ValueError, match="one length"):
+        parametrize_config_pointwise(log_level=["debug"], bind_cores=[True, False])
 
 
 # -- the active mesh (tensor side) -------------------------------------------------------

@@ -13,6 +13,7 @@ from .._src.common.config import (
     get_global_config,
     get_runtime_config,
     parametrize_config,
+    parametrize_config_pointwise,
 )
 
 __all__ = [
@@ -24,4 +25,5 @@ __all__ = [
     "get_global_config",
     "get_runtime_config",
     "parametrize_config",
+    "parametrize_config_pointwise",
 ]

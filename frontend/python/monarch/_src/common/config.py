@@ -1,6 +1,7 @@
 """``monarch.config``: the runtime's settings from Python, under Monarch's API
 (``configure``, ``configured``, ``get_global_config``, ``get_runtime_config``,
-``clear_runtime_config``, ``parametrize_config``; docs/python.md, "Monarch
+``clear_runtime_config``, ``parametrize_config``,
+``parametrize_config_pointwise``; docs/python.md, "Monarch
 compatibility").
 
 This runtime is configured by environment variables (``MONARCH_*``, read by
@@ -21,10 +22,11 @@ import itertools
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 __all__ = ["ConfigError", "FIXED", "MONARCH_ONLY", "SETTINGS", "Setting", "clear_runtime_config", "configure",
-           "configured", "get_global_config", "get_runtime_config", "parametrize_config"]
+           "configured", "get_global_config", "get_runtime_config", "parametrize_config",
+           "parametrize_config_pointwise"]
 
 
 class ConfigError(ValueError):
@@ -274,23 +276,46 @@ def configured(**settings: Any) -> Iterator[Dict[str, Any]]:
         configure(**before)
 
 
+def _check_keys(options: Dict[str, Any], what: str) -> None:
+    if not options:
+        raise ValueError(f"{what} needs at least one setting")
+    for key in options:
+        if key not in SETTINGS:
+            raise _refuse(key)
+
+
 def parametrize_config(**options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A pytest decorator running the test once per combination of the
     given values (``parametrize_config(backend={"c", "sim"})``), each under
     ``configured(...)``."""
+    _check_keys(options, "parametrize_config")
+    keys = list(options)
+    combos = [dict(zip(keys, values)) for values in itertools.product(
+        *[sorted(options[k], key=repr) for k in keys])]
+    return _parametrized(combos)
+
+
+def parametrize_config_pointwise(
+        **options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Like :func:`parametrize_config`, but the i-th run takes the i-th
+    value of every sequence (``zip``); the sequences must be of one length."""
+    _check_keys(options, "parametrize_config_pointwise")
+    lengths = {k: len(list(v)) for k, v in options.items()}
+    if len(set(lengths.values())) != 1:
+        raise ValueError(f"parametrize_config_pointwise needs sequences of one length, got "
+                         f"{lengths}")
+    keys = list(options)
+    combos = [dict(zip(keys, values)) for values in zip(*[list(options[k]) for k in keys])]
+    return _parametrized(combos)
+
+
+def _parametrized(combos: List[Dict[str, Any]]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A pytest parametrize decorator: the test once under each
+    ``configured(**combo)``."""
     import functools
     import inspect
 
     import pytest
-
-    if not options:
-        raise ValueError("parametrize_config needs at least one setting")
-    for key in options:
-        if key not in SETTINGS:
-            raise _refuse(key)
-    keys = list(options)
-    combos = [dict(zip(keys, values)) for values in itertools.product(
-        *[sorted(options[k], key=repr) for k in keys])]
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         if inspect.iscoroutinefunction(fn):
