@@ -456,6 +456,12 @@ def test_stream_yields_futures_in_arrival_order(probes):
     values = [first] + [f.get(timeout=30) for f in futures[1:]]
     assert sorted(values) == [0, 1, 2, 3] and values[-1] == 0
 
+    async def together():  # every future awaited at once, from executor threads
+        return await asyncio.gather(*probes.delayed.stream(2, 0.3))
+
+    gathered = asyncio.run(together())
+    assert sorted(gathered) == [0, 1, 2, 3] and gathered[-1] == 2
+
 
 @needs_actors
 def test_stream_futures_can_be_awaited_and_carry_errors(probes):
