@@ -20,11 +20,27 @@ class ValueMesh:
     def __init__(self, names: Sequence[str], sizes: Sequence[int], values: List[Any],
                  view: Optional[MeshView] = None):
         self._values = list(values)
-        # The view picks this mesh's values out of self._values (by index).
-        self._view = view if view is not None else MeshView.root(list(zip(names, sizes)))
-        if view is None and self._view.size() != len(self._values):
-            raise ValueError(f"a value mesh of {self._view.shape_string()} needs "
-                             f"{self._view.size()} values, got {len(self._values)}")
+        # The view picks this mesh's values out of self._values (by index);
+        # for a whole mesh (every reply of a call) it is made when first asked.
+        self._view_: Optional[MeshView] = view
+        self._shape: List[Tuple[str, int]] = [] if view is not None else list(zip(names, sizes))
+        # Indices into self._values in rank order (all of them for a whole mesh).
+        self._ranks: Optional[List[int]] = None
+        if view is None:
+            count = 1
+            for _, size in self._shape:
+                count *= size
+            if count != len(self._values):
+                shape = ", ".join(f"{n}={s}" for n, s in self._shape)
+                raise ValueError(f"a value mesh of {{{shape}}} needs {count} values, got "
+                                 f"{len(self._values)}")
+            self._ranks = list(range(count))
+
+    @property
+    def _view(self) -> MeshView:
+        if self._view_ is None:
+            self._view_ = MeshView.root(self._shape)
+        return self._view_
 
     # -- shape ---------------------------------------------------------------------
     @property
@@ -37,6 +53,8 @@ class ValueMesh:
 
     @property
     def sizes(self) -> Dict[str, int]:
+        if self._view_ is None:
+            return dict(self._shape)
         return dict(zip(self._view.names, self._view.sizes))
 
     @property
@@ -47,7 +65,7 @@ class ValueMesh:
         return self._view.size(dims)
 
     def __len__(self) -> int:
-        return self._view.size()
+        return len(self._rank_list())
 
     # -- views -----------------------------------------------------------------------
     def slice(self, **coords: Any) -> "ValueMesh":
@@ -63,6 +81,11 @@ class ValueMesh:
         return ValueMesh((), (), self._values, self._view.rename(renames))
 
     # -- values ----------------------------------------------------------------------
+    def _rank_list(self) -> List[int]:
+        if self._ranks is None:
+            self._ranks = self._view.ranks()
+        return self._ranks
+
     def _index(self, coords: Dict[str, int]) -> int:
         names, sizes = self._view.names, self._view.sizes
         unknown = set(coords) - set(names)
@@ -87,7 +110,7 @@ class ValueMesh:
 
     def get(self, rank: int) -> Any:
         """The value of the ``rank``-th point (row-major)."""
-        ranks = self._view.ranks()
+        ranks = self._rank_list()
         if not 0 <= rank < len(ranks):
             raise IndexError(f"rank {rank} out of range for a value mesh of {len(ranks)}")
         return self._values[ranks[rank]]
@@ -96,10 +119,12 @@ class ValueMesh:
         """``[(point, value)]`` in rank order; each point is a :class:`Point` of
         this mesh's extent (it compares equal to a dict of its coordinates)."""
         extent = self.extent
-        return [(Point(i, extent), self._values[r]) for i, r in enumerate(self._view.ranks())]
+        return [(Point(i, extent), self._values[r]) for i, r in enumerate(self._rank_list())]
 
     def values(self) -> List[Any]:
-        return [self._values[r] for r in self._view.ranks()]
+        if self._view_ is None:
+            return list(self._values)  # the whole mesh
+        return [self._values[r] for r in self._rank_list()]
 
     def __iter__(self) -> Iterator[Tuple[Point, Any]]:
         return iter(self.items())
