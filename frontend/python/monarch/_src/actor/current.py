@@ -116,8 +116,12 @@ def _root() -> Context:
 
 
 def _point(info: Dict[str, Any]) -> Point:
-    sizes = info.get("sizes") or {}
-    return Point.of(info.get("point") or {}, sizes)
+    """The actor's point, made once per actor (kept in its context)."""
+    point = info.get("_monarch_point")
+    if point is None:
+        point = info["_monarch_point"] = Point.of(info.get("point") or {},
+                                                  info.get("sizes") or {})
+    return point
 
 
 def _message_point(info: Dict[str, Any], rank: Point) -> Point:
