@@ -1,7 +1,8 @@
 """The running actor's context: which actor, where in its mesh.
 
 Set by the worker around every constructor, endpoint and ``__supervise__``
-call (contextvars, so an endpoint's asyncio tasks see it too).
+call (contextvars, so an endpoint's asyncio tasks see it too). Monarch's API
+over it -- ``context()``, ``current_rank()``, ... -- is in ``current.py``.
 """
 
 from __future__ import annotations
@@ -48,4 +49,3 @@ class entered:
     def __exit__(self, *exc: Any) -> None:
         _current_instance.reset(self._tokens[1])
         _current.reset(self._tokens[0])
-
