@@ -36,9 +36,10 @@ from monarch.actor import (
 
 try:
     import monarch._actors  # noqa: F401
-    HAVE_ACTORS = True
 except ImportError:  # the extension is not built
     HAVE_ACTORS = False
+else:
+    HAVE_ACTORS = True
 
 #: Tests that spawn actors need the actor extension (monarch._actors).
 needs_actors = pytest.mark.skipif(not HAVE_ACTORS, reason="monarch._actors is not built")
@@ -179,7 +180,8 @@ def test_context_reads_the_workers_context():
         assert ctx.actor_instance.name == "trainers"
         assert ctx.actor_instance.class_name == f"{__name__}._Sample"
         assert current_actor_name() == "proc[7]/trainers[3]"
-        assert repr(ctx.actor_instance) == f"<{__name__}._Sample trainers{{'host': 1/2, 'gpu': 1/2}}>"
+        assert repr(ctx.actor_instance) == \
+            f"<{__name__}._Sample trainers{{'host': 1/2, 'gpu': 1/2}}>"
         with pytest.raises(NotImplementedError, match="pass the ProcMesh"):
             ctx.actor_instance.proc
     # Where the context says which slice the message went to, that is the

@@ -95,7 +95,8 @@ class ValueMesh:
         for name, size in zip(names, sizes):
             if name not in coords:
                 if size != 1:
-                    raise KeyError(f"item() needs a coordinate for dimension '{name}' (size {size})")
+                    raise KeyError(
+                        f"item() needs a coordinate for dimension '{name}' (size {size})")
                 c = 0
             else:
                 c = int(coords[name])

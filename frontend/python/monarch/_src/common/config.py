@@ -24,9 +24,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-__all__ = ["ConfigError", "FIXED", "MONARCH_ONLY", "SETTINGS", "Setting", "clear_runtime_config", "configure",
-           "configured", "get_global_config", "get_runtime_config", "parametrize_config",
-           "parametrize_config_pointwise"]
+__all__ = ["ConfigError", "FIXED", "MONARCH_ONLY", "SETTINGS", "Setting", "clear_runtime_config",
+           "configure", "configured", "get_global_config", "get_runtime_config",
+           "parametrize_config", "parametrize_config_pointwise"]
 
 
 class ConfigError(ValueError):
@@ -309,7 +309,8 @@ def parametrize_config_pointwise(
     return _parametrized(combos)
 
 
-def _parametrized(combos: List[Dict[str, Any]]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _parametrized(
+        combos: List[Dict[str, Any]]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A pytest parametrize decorator: the test once under each
     ``configured(**combo)``."""
     import functools
