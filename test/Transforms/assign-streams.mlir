@@ -259,3 +259,32 @@ func.func @copies_left_alone(%s1: !monarch.mesh<x = 2>, %a: !A, %o: !O, %n: inde
   }
   return %r, %le : !A, !A
 }
+
+// -----
+
+!A = !monarch.tensor<4xf32, <x = 2>>
+
+// Views of the received tensor are its memory: the lent borrow lasts until
+// their last use (the pipeline's `act.detach()` read by a later backward),
+// not only the tensor's own. Were it dropped earlier, the comm stream could
+// hand that memory to the next transfer while the default stream's kernels
+// still read the view (wrong losses on a GPU, none on the CPU, where the
+// view keeps its storage alive).
+// CHECK-LABEL: func.func @views_of_the_received_tensor
+func.func @views_of_the_received_tensor(%s1: !monarch.mesh<x = 2>, %a: !A, %b: !A) {
+  // CHECK:      %[[D:.*]] = monarch.wait
+  // CHECK:      %[[D2:.*]], %[[BD:.*]] = monarch.borrow %[[D]] to %{{.*}} mutable
+  // CHECK:      monarch.borrow_first_use %[[BD]]
+  // CHECK-NEXT: %[[V:.*]] = monarch.aten "aten::detach"(%[[D2]])
+  // CHECK-NEXT: %[[W:.*]] = monarch.aten "aten::detach"(%[[V]])
+  // CHECK-NEXT: monarch.aten "aten::neg"(%{{[^)]*}})
+  // CHECK-NEXT: monarch.aten "aten::relu"(%[[W]])
+  // CHECK-NEXT: monarch.borrow_last_use %[[BD]]
+  %c = monarch.to_mesh_start %a to %s1 : !A -> !monarch.async<!A>
+  %d = monarch.wait %c : !monarch.async<!A>
+  %v = monarch.aten "aten::detach"(%d) on %s1 : (!A) -> !A
+  %w = monarch.aten "aten::detach"(%v) on %s1 : (!A) -> !A
+  %n = monarch.aten "aten::neg"(%b) on %s1 : (!A) -> !A
+  %e = monarch.aten "aten::relu"(%w) on %s1 : (!A) -> !A
+  return
+}

@@ -202,14 +202,23 @@ struct AssignStreamsPass : monarch::impl::AssignStreamsBase<AssignStreamsPass> {
       return false;
     Block *block = start->getBlock();
     // The result is lent back until the end of the block: none of its uses
-    // may leave the block (returned, yielded) past the drop.
+    // may leave the block (returned, yielded) past the drop. Its uses are
+    // those of its storage: a view or alias of it (`act.detach()`, a slice)
+    // reads the same memory, which the comm stream may reuse once the lent
+    // borrow is dropped -- on a GPU the caching allocator hands it to the
+    // next transfer while the default stream's kernels still read the view.
+    Value received = wait.getResult();
     SmallVector<Operation *> users;
-    for (OpOperand &use : wait.getResult().getUses()) {
-      Operation *user = block->findAncestorOpInBlock(*use.getOwner());
-      if (!user || user->hasTrait<OpTrait::IsTerminator>())
+    for (Operation *op = wait->getNextNode(); op; op = op->getNextNode()) {
+      if (!usesStorage(op, received))
+        continue;
+      if (op->hasTrait<OpTrait::IsTerminator>())
         return false;
-      users.push_back(user);
+      users.push_back(op);
     }
+    for (OpOperand &use : received.getUses())
+      if (!block->findAncestorOpInBlock(*use.getOwner()))
+        return false;
 
     Value comm = streamFor(start, stream.getValue());
     OpBuilder b(start);

@@ -3,10 +3,16 @@
 // DESIGN.md §6.4: a borrowed tensor may not be used after its drop
 // (DROPPED); the origin of a mutable borrow may not be used until the drop
 // (BORROWED); neither side of a read-only borrow may be mutated; a tensor
-// borrowed read-only may not be borrowed mutably.
+// borrowed read-only may not be borrowed mutably; nothing reads a borrowed
+// tensor after its borrow_last_use. A view of the borrowed tensor
+// (`aten::detach`, a slice, ...) is the same memory: its uses count as the
+// tensor's -- once the borrow is dropped the origin's stream may free or
+// reuse that memory, which on a GPU the caching allocator hands to the next
+// kernel of that stream at once.
 //
 //===----------------------------------------------------------------------===//
 
+#include "monarch/Compiler/Analysis/TensorEffects.h"
 #include "monarch/Compiler/Transforms/Passes.h"
 #include "monarch/Dialect/Monarch/IR/MonarchOps.h"
 
@@ -135,6 +141,59 @@ struct VerifyBorrowsPass
         diag.attachNote(borrow.getLoc()) << "borrowed here";
         result = failure();
       }
+    }
+
+    // Views of the borrowed tensor, transitively: their uses read its memory.
+    SmallVector<Value> views;
+    SmallVector<Value> work{borrow.getResult()};
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      for (Operation *user : v.getUsers()) {
+        auto aten = dyn_cast<AtenOp>(user);
+        if (!aten || !isViewSchema(aten.getSchema()) ||
+            aten.getTensors().empty() || aten.getTensors()[0] != v)
+          continue;
+        for (Value r : aten->getResults())
+          if (isa<DTensorType>(r.getType()) &&
+              !llvm::is_contained(views, r)) {
+            views.push_back(r);
+            work.push_back(r);
+          }
+      }
+    }
+    for (Value view : views)
+      for (OpOperand &use : view.getUses()) {
+        Operation *op = inBlock(block, use.getOwner());
+        if (!op || !iv.drop || !iv.drop->isBeforeInBlock(op))
+          continue;
+        InFlightDiagnostic diag =
+            use.getOwner()->emitError("DROPPED: operand #")
+            << use.getOperandNumber()
+            << " is a view of a borrowed tensor used after its borrow was "
+               "dropped (a view shares the tensor's memory)";
+        diag.attachNote(iv.drop->getLoc()) << "dropped here";
+        diag.attachNote(borrow.getLoc()) << "borrowed here";
+        result = failure();
+      }
+    // Nothing reads it once its stream said it was done with it.
+    if (lastUse) {
+      SmallVector<Value> all{borrow.getResult()};
+      llvm::append_range(all, views);
+      for (Value v : all)
+        for (OpOperand &use : v.getUses()) {
+          Operation *op = inBlock(block, use.getOwner());
+          if (!op || !lastUse->isBeforeInBlock(op) ||
+              (iv.drop && iv.drop->isBeforeInBlock(op)))
+            continue; // after the drop: reported above
+          InFlightDiagnostic diag =
+              use.getOwner()->emitError("operand #")
+              << use.getOperandNumber() << " is "
+              << (v == borrow.getResult() ? "a borrowed tensor"
+                                          : "a view of a borrowed tensor")
+              << " used after its borrow_last_use";
+          diag.attachNote(lastUse->getLoc()) << "last use recorded here";
+          result = failure();
+        }
     }
 
     // The origin, while the borrow lasts.

@@ -118,3 +118,51 @@ func.func @double_drop(%t: !monarch.tensor<4xf32, <gpu = 8>>) {
   monarch.borrow_drop %b
   return
 }
+
+// -----
+
+// A view of the borrowed tensor is its memory: using the view after the drop
+// is using the tensor (on a GPU the origin's stream may already have reused
+// it), and so is reading either after the borrow's last use.
+func.func @view_after_drop(%m: !monarch.mesh<gpu = 8>, %t: !monarch.tensor<4xf32, <gpu = 8>>) {
+  %s = monarch.stream_create : !monarch.stream<"comm">
+  // expected-note @+1 {{borrowed here}}
+  %t2, %b = monarch.borrow %t to %s : !monarch.tensor<4xf32, <gpu = 8>> -> !monarch.tensor<4xf32, <gpu = 8>, stream = "comm">
+  monarch.borrow_first_use %b
+  %v = monarch.aten "aten::detach"(%t2) on %m : (!monarch.tensor<4xf32, <gpu = 8>, stream = "comm">) -> !monarch.tensor<4xf32, <gpu = 8>, stream = "comm">
+  %w = monarch.aten "aten::detach"(%v) on %m : (!monarch.tensor<4xf32, <gpu = 8>, stream = "comm">) -> !monarch.tensor<4xf32, <gpu = 8>, stream = "comm">
+  // expected-note @+1 {{dropped here}}
+  monarch.borrow_drop %b
+  // expected-error @+1 {{DROPPED: operand #0 is a view of a borrowed tensor used after its borrow was dropped (a view shares the tensor's memory)}}
+  %r = monarch.aten "aten::neg"(%w) on %m : (!monarch.tensor<4xf32, <gpu = 8>, stream = "comm">) -> !monarch.tensor<4xf32, <gpu = 8>, stream = "comm">
+  return
+}
+
+// -----
+
+func.func @used_after_last_use(%m: !monarch.mesh<gpu = 8>, %t: !monarch.tensor<4xf32, <gpu = 8>>) {
+  %s = monarch.stream_create : !monarch.stream<"comm">
+  %t2, %b = monarch.borrow %t to %s : !monarch.tensor<4xf32, <gpu = 8>> -> !monarch.tensor<4xf32, <gpu = 8>, stream = "comm">
+  monarch.borrow_first_use %b
+  // expected-note @+1 {{last use recorded here}}
+  monarch.borrow_last_use %b
+  // expected-error @+1 {{operand #0 is a borrowed tensor used after its borrow_last_use}}
+  %r = monarch.aten "aten::neg"(%t2) on %m : (!monarch.tensor<4xf32, <gpu = 8>, stream = "comm">) -> !monarch.tensor<4xf32, <gpu = 8>, stream = "comm">
+  monarch.borrow_drop %b
+  return
+}
+
+// -----
+
+func.func @view_used_after_last_use(%m: !monarch.mesh<gpu = 8>, %t: !monarch.tensor<4xf32, <gpu = 8>>) {
+  %s = monarch.stream_create : !monarch.stream<"comm">
+  %t2, %b = monarch.borrow %t to %s : !monarch.tensor<4xf32, <gpu = 8>> -> !monarch.tensor<4xf32, <gpu = 8>, stream = "comm">
+  monarch.borrow_first_use %b
+  %v = monarch.aten "aten::slice.Tensor"(%t2, 0 : i64, 0 : i64, 2 : i64, 1 : i64) on %m : (!monarch.tensor<4xf32, <gpu = 8>, stream = "comm">) -> !monarch.tensor<2xf32, <gpu = 8>, stream = "comm">
+  // expected-note @+1 {{last use recorded here}}
+  monarch.borrow_last_use %b
+  // expected-error @+1 {{operand #0 is a view of a borrowed tensor used after its borrow_last_use}}
+  %q = monarch.aten "aten::neg"(%v) on %m : (!monarch.tensor<2xf32, <gpu = 8>, stream = "comm">) -> !monarch.tensor<2xf32, <gpu = 8>, stream = "comm">
+  monarch.borrow_drop %b
+  return
+}
