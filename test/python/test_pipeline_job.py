@@ -261,6 +261,21 @@ def test_looped_job_matches_single_process(tmp_path, dp, schedule, optimizer, pa
     _check(losses, model.reference(cfg))
 
 
+def test_looped_job_equals_the_unrolled_one(tmp_path):
+    """The same job unrolled and as one loop: the same losses, step for step
+    (as monarch-run prints them)."""
+    opt, runner = _tools()
+    cfg = model.Config(steps=8, schedule="1f1b")
+    got = []
+    for looped in (False, True):
+        recorded, plan = tmp_path / f"{looped}.trace", tmp_path / f"{looped}.plan"
+        recorded.write_bytes(job.record_job(cfg, looped=looped).traced)
+        job.compile_job(str(recorded), str(plan), opt)
+        got.append(job.run_job(str(plan), None, runner)[0])
+    assert len(got[0]) == len(got[1]) == cfg.steps
+    assert got[0] == got[1]
+
+
 def test_looped_job_plan_does_not_grow_with_steps(tmp_path):
     """10 and 10,000 steps: the same trace but for the trip count, plans
     within 1% (measured 84,263 and 84,264 bytes)."""
