@@ -435,6 +435,22 @@ def test_proc_mesh_passed_to_an_actor_spawns_on_the_same_processes(fault_events)
         children.stop().get(timeout=30)
 
 
+def test_proc_mesh_slice_passed_to_an_actor_spawns_on_that_slice():
+    procs = _procs(gpu=1)
+    children = _procs(gpu=3)
+    try:
+        mine = children.spawn("mine", Counter)
+        pids = list(actor_pids(mine).values())
+        spawner = procs.spawn("spawner", Spawner, children.slice(gpu=slice(1, 3)))
+        assert spawner.children_pids.call_one().get(timeout=30) == pids[1:]
+        mesh = spawner.children_mesh.call_one().get(timeout=30)
+        assert mesh.sizes == {"gpu": 2}
+        assert mesh.slice(gpu=1).pid.call_one().get(timeout=30) == pids[2]
+    finally:
+        procs.stop().get(timeout=30)
+        children.stop().get(timeout=30)
+
+
 def test_failures_of_a_passed_mesh_raise_at_the_holder():
     procs = _procs(gpu=1)
     others = _procs(gpu=1)

@@ -22,6 +22,7 @@ from ..common.future import Future, HandleSource
 from ..common.pickling import dumps
 from . import context, supervision
 from .extension import actors
+from .worker import Anchor
 
 #: (procs name, root shape, listen address of each root rank): what a proc
 #: or actor mesh passed to another process carries to reach its procs.
@@ -53,6 +54,7 @@ class ActorProcs:
         self.attached = attach is not None
         self._addrs: Optional[List[str]] = None
         self._reference: Any = None
+        self._addrs_lock = threading.Lock()
         # A weakref to the Root of the ProcMesh these procs serve here
         # (proc_mesh.py; for attached procs the Root made for them is held
         # by attached_root).
@@ -103,16 +105,18 @@ class ActorProcs:
     def addrs(self) -> List[str]:
         """Where each root rank listens: asked once of the procs themselves
         (the "where" of a small actor spawned on all of them)."""
-        if self._addrs is None:
-            from .worker import Anchor  # the workers' module: no cycle, no cost
+        with self._addrs_lock:
+            if self._addrs is None:
+                self._addrs = self._ask_addrs()
+            return list(self._addrs)
 
-            header = {"mesh": "__monarch_where", "owner_port": None,
-                      "names": [n for n, _ in self.shape], "sizes": [s for _, s in self.shape],
-                      "ranks": list(range(self.size())), "sys_path": []}
-            frames = [pickle.dumps(header, protocol=5)] + dumps((Anchor, (), {}))
-            handle = self.procs.spawn(f"__monarch_where@{os.getpid()}", frames)
-            self._addrs = list(handle.addrs(_WHERE_TIMEOUT_MS))
-        return list(self._addrs)
+    def _ask_addrs(self) -> List[str]:
+        header = {"mesh": "__monarch_where", "owner_port": None,
+                  "names": [n for n, _ in self.shape], "sizes": [s for _, s in self.shape],
+                  "ranks": list(range(self.size())), "sys_path": []}
+        frames = [pickle.dumps(header, protocol=5)] + dumps((Anchor, (), {}))
+        handle = self.procs.spawn(f"__monarch_where@{os.getpid()}", frames)
+        return list(handle.addrs(_WHERE_TIMEOUT_MS))
 
     def ref(self) -> ProcsRef:
         return (self.name, list(self.shape), self.addrs())
