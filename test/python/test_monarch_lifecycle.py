@@ -451,7 +451,7 @@ def test_proc_mesh_slice_passed_to_an_actor_spawns_on_that_slice():
         children.stop().get(timeout=30)
 
 
-def test_failures_of_a_passed_mesh_raise_at_the_holder():
+def test_failures_of_a_passed_mesh_raise_at_the_holder_and_reach_the_owner(fault_events):
     procs = _procs(gpu=1)
     others = _procs(gpu=1)
     try:
@@ -459,6 +459,15 @@ def test_failures_of_a_passed_mesh_raise_at_the_holder():
         holder = procs.spawn("holder", Indirect, counters)
         reply = holder.peer_fail_hard.call_one().get(timeout=30)
         assert reply.startswith("SupervisionError") and "failing on purpose" in reply
+        assert "exited because of the following reason" in reply  # Monarch's wording
+        # The owner of 'counters' is the controller: the event comes here;
+        # the holder (no __supervise__) did not get it, or it would have
+        # failed and reported 'holder'.
+        wait_until(lambda: fault_events, 15, "the owner's event")
+        assert [e.mesh for e in fault_events] == ["counters"]
+        assert holder.echo.call_one(1).get(timeout=30) == 1
+        with pytest.raises(SupervisionError, match="exited because of the following reason"):
+            counters.value.call_one().get(timeout=30)
     finally:
         procs.stop().get(timeout=30)
         others.stop().get(timeout=30)

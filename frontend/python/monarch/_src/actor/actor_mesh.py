@@ -45,13 +45,23 @@ def _raise_status(code: str, message: str, endpoint: str) -> None:
                      f"{code}: {message}")
 
 
+def _exited(mesh: str, rank: int, reason: str) -> str:
+    """A failed actor's SupervisionError text: ours ("actor mesh 'm' rank r
+    failed") and Monarch's ("Actor ... exited because of the following
+    reason"), so that either's patterns match."""
+    where = f"actor mesh '{mesh}'" + (f" rank {rank}" if rank >= 0 else "")
+    actor = f"{mesh}[{rank}]" if rank >= 0 else mesh
+    return (f"supervision: {where} failed: Actor {actor} exited because of the following "
+            f"reason: {reason}")
+
+
 def _unpack_reply(frames: List[Any], endpoint: str) -> Any:
     reply = loads(frames)
     if reply[0] == "ok":
         return reply[1]
     if reply[0] == "stopped":  # the actor failed an unhandled supervision event
         _, mesh, rank, reason = reply
-        raise SupervisionError(f"supervision: actor mesh '{mesh}' rank {rank} failed: {reason}",
+        raise SupervisionError(_exited(mesh, rank, reason),
                                mesh, rank)
     _, exc, tb, where = reply
     raise ActorError(where, exc, tb)
@@ -218,17 +228,14 @@ class ActorMesh:
                                    self._name, -1)
         stopped = self._state.stopped_meshes.get(self._cname)
         if stopped is not None:
-            raise SupervisionError(
-                f"supervision: actor mesh '{self._name}' exited because of the following "
-                f"reason: {stopped}", self._name, -1)
+            raise SupervisionError(_exited(self._cname, -1, stopped), self._cname, -1)
         failed = self._state.failed.get(self._cname)
         if failed:
             for r in self._view.ranks():
                 position = self._position[r]
                 if position in failed:
-                    raise SupervisionError(
-                        f"supervision: actor mesh '{self._cname}' rank {position} failed: "
-                        f"{failed[position]}", self._cname, position)
+                    raise SupervisionError(_exited(self._cname, position, failed[position]),
+                                           self._cname, position)
 
 
 def _rebuild_actor_mesh(ref: procs_mod.ProcsRef, cname: str, name: str, actor_class: type,
