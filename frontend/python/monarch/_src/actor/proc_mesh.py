@@ -151,9 +151,10 @@ class ProcMesh:
         """Stops the mesh's worker processes -- tensor workers and the actor
         workers started by ``spawn`` -- and returns a completed Future
         (``await procs.stop()`` / ``procs.stop().get()``, as Monarch's).
-        A view stops the root it belongs to; stopping twice does nothing."""
+        Stopping twice does nothing; so does stopping a view (slice, split,
+        ...): only the mesh ``spawn_procs`` returned stops its processes."""
         root = self._root
-        if root.stopped:
+        if root.stopped or self._parent is not None:
             return Future.ready(None)
         root.stopped = True
         try:

@@ -162,6 +162,8 @@ class ActorProcs:
     def stop(self) -> None:
         if not self.stopped:
             self.stopped = True
+            if self._reference is not None:
+                self._reference.stop()  # retired first: it would report the procs' end
             if not self.beside_tensor_workers:  # those stop with the tensor session
                 self.procs.stop()
 
@@ -219,13 +221,16 @@ def stop_actor_procs(proc_mesh: Any) -> None:
 
 @atexit.register
 def _stop_all() -> None:
-    for ref in _all_states:
-        state = ref()
-        if state is not None:
-            try:
-                state.stop()
-            except Exception:
-                pass
+    # Procs that references were made of go last: the actors holding those
+    # references stop first, so none of them sees its peers vanish (and
+    # reports it) on the way out.
+    states = [state for state in (ref() for ref in _all_states) if state is not None]
+    states.sort(key=lambda state: state._addrs is not None and not state.attached)
+    for state in states:
+        try:
+            state.stop()
+        except Exception:
+            pass
 
 
 def box(indices: Sequence[int], sizes: Sequence[int]) -> Optional[List[Tuple[int, int, int]]]:
