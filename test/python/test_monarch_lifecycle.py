@@ -267,13 +267,13 @@ def test_spawn_procs_without_shape_gives_one_proc_per_host():
 def test_logging_option_sets_the_workers_log_level():
     procs = _procs(gpu=2)
     try:
-        c = procs.spawn("c", Counter)
-        assert c.log_level.call().get(timeout=30).values() == [logging.WARNING] * 2
+        c = procs.slice(gpu=1).spawn("c", Counter)  # a slice: the level reaches all workers
+        assert c.log_level.call().get(timeout=30).values() == [logging.WARNING]
         done = procs.logging_option(stream_to_client=True, aggregate_window_sec=None,
                                     level=logging.ERROR)
         assert isinstance(done, Future)
         done.get(timeout=30)
-        assert c.log_level.call().get(timeout=30).values() == [logging.ERROR] * 2
+        assert c.log_level.call().get(timeout=30).values() == [logging.ERROR]
         later = procs.spawn("later", Counter)
         assert later.log_level.call().get(timeout=30).values() == [logging.ERROR] * 2
         assert asyncio.run(_await(procs.logging_option(stream_to_client=False))) is None
@@ -536,3 +536,4 @@ def test_monarch_style_script_runs(tmp_path):
     assert out.returncode == 0, out.stderr[-4000:]
     assert "rallies 10 5 5" in out.stdout
     assert "stopped" in out.stdout
+    assert "monarch error" not in out.stderr and "Traceback" not in out.stderr, out.stderr

@@ -54,6 +54,7 @@ class ActorProcs:
         self.attached = attach is not None
         self._addrs: Optional[List[str]] = None
         self._reference: Any = None
+        self._anchor: Any = None
         self._addrs_lock = threading.Lock()
         # A weakref to the Root of the ProcMesh these procs serve here
         # (proc_mesh.py; for attached procs the Root made for them is held
@@ -90,8 +91,7 @@ class ActorProcs:
         # Actor meshes stopped by ActorMesh.stop(): {mesh: reason}.
         self.stopped_meshes: Dict[str, str] = {}
         # The C++ handles of the actor meshes spawned from this process
-        # (whole spawns): internal calls that reach every worker
-        # (logging_option) use one.
+        # (whole spawns).
         self.meshes: List[Any] = []
         # C++ handles by actor mesh name: spawned here, or attached from a
         # reference (actor_handle).
@@ -111,12 +111,18 @@ class ActorProcs:
             return list(self._addrs)
 
     def _ask_addrs(self) -> List[str]:
-        header = {"mesh": "__monarch_where", "owner_port": None,
-                  "names": [n for n, _ in self.shape], "sizes": [s for _, s in self.shape],
-                  "ranks": list(range(self.size())), "sys_path": []}
-        frames = [pickle.dumps(header, protocol=5)] + dumps((Anchor, (), {}))
-        handle = self.procs.spawn(f"__monarch_where@{os.getpid()}", frames)
-        return list(handle.addrs(_WHERE_TIMEOUT_MS))
+        return list(self._anchor_mesh().addrs(_WHERE_TIMEOUT_MS))
+
+    def _anchor_mesh(self) -> Any:
+        """A small actor on every proc (spawned at first use): it answers
+        "where" and the frontend's internal calls (worker._INTERNAL)."""
+        if self._anchor is None:
+            header = {"mesh": "__monarch_where", "owner_port": None,
+                      "names": [n for n, _ in self.shape], "sizes": [s for _, s in self.shape],
+                      "ranks": list(range(self.size())), "sys_path": []}
+            frames = [pickle.dumps(header, protocol=5)] + dumps((Anchor, (), {}))
+            self._anchor = self.procs.spawn(f"__monarch_where@{os.getpid()}", frames)
+        return self._anchor
 
     def ref(self) -> ProcsRef:
         return (self.name, list(self.shape), self.addrs())
@@ -145,13 +151,12 @@ class ActorProcs:
         return self._reference
 
     def set_log_level(self, level: int) -> Any:
-        """Sets the root logger's level in every actor worker that hosts an
-        actor (through one actor mesh spanning them all); a Future."""
-        for handle in self.meshes:
-            if len(handle.ranks()) == self.size():
-                future = handle.call("__monarch_log_level__", dumps(((level,), {})), 0)
-                return Future(HandleSource(future, lambda out: None))
-        return Future.ready(None)
+        """Sets the root logger's level in every actor worker (through the
+        anchor actor on all of them); a Future."""
+        with self._addrs_lock:
+            anchor = self._anchor_mesh()
+        future = anchor.call("__monarch_log_level__", dumps(((level,), {})), 0)
+        return Future(HandleSource(future, lambda out: None))
 
     def size(self) -> int:
         n = 1

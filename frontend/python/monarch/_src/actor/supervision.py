@@ -123,8 +123,7 @@ def dispatch(procs_name: str, kind: str, event: SupervisionEvent) -> None:
     if kind == "escalated":
         with _lock:
             state.failed.setdefault(event.mesh, {})[event.rank] = event.reason
-    owner = state.owners.get(event.mesh, state.owner) if hasattr(state, "owners") \
-        else state.owner
+    owner = state.owners.get(event.mesh, state.owner)
     if owner is None:
         fault_hook()(event)
         return
