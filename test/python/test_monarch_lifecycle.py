@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -203,6 +204,8 @@ def test_proc_mesh_stop_returns_a_future_get_and_await():
         counters.value.call().get(timeout=30)
     with pytest.raises(RuntimeError, match="already been stopped"):
         procs.spawn("again", Counter)
+    with pytest.raises(RuntimeError, match="cannot be passed on"):
+        pickle.dumps(counters)
 
     async def main() -> None:
         other = _procs(gpu=1)

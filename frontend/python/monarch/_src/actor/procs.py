@@ -125,7 +125,13 @@ class ActorProcs:
         return self._anchor
 
     def ref(self) -> ProcsRef:
-        return (self.name, list(self.shape), self.addrs())
+        if self.stopped:
+            raise RuntimeError(f"a mesh on procs '{self.name}' cannot be passed on: they were "
+                               "stopped")
+        try:
+            return (self.name, list(self.shape), self.addrs())
+        except RuntimeError as e:
+            raise RuntimeError(f"a mesh on procs '{self.name}' cannot be passed on: {e}") from None
 
     def actor_handle(self, cname: str, proc_ranks: List[int],
                      shape: List[Tuple[str, int]]) -> Any:
