@@ -55,6 +55,10 @@ class Config:
     # blocks are alike, else chosen by the cost model (partition.py).
     partition: Optional[List[int]] = None
     device: str = "cpu"       # where parameters and data live ("cuda": the GPU)
+    # Where each step's batch is made: "ops" (tensor ops issued on the
+    # mesh) or "remote" (a monarch.remote data loader each worker runs on
+    # its own shard: needs Python tensor workers, tensor_worker="python").
+    loader: str = "ops"
 
     def shape(self) -> dict:
         return {"pp": self.pp, "dp": self.dp}
@@ -176,6 +180,29 @@ def make_batch(cfg: Config, step: Any, dp_rank: Any):
     return x, y
 
 
+def remote_loader(cfg: Config) -> Any:
+    """The per-step data loader as a ``monarch.remote`` function: every
+    worker makes its own replica's batch from the step and its dp rank (0-d
+    tensors on the mesh), as a real loader reads its shard. Inside a
+    compiled step or a loop it is one call_function instruction per step
+    and stage. The closure travels by value (cloudpickle, with ``cfg``);
+    the functions of this file it calls are imported by the workers, which
+    start with the controller's sys.path."""
+    import monarch
+
+    shape = batch_shape(cfg, cfg.batch)
+
+    def load_batch(step: Any, dp_rank: torch.Tensor, device: str):
+        if isinstance(step, torch.Tensor):
+            step = step.to(device)
+        return make_batch(cfg, step, dp_rank.to(device))
+
+    def shapes(step: Any, dp_rank: Any, device: str):
+        return (torch.empty(shape, device=device), torch.empty(shape, device=device))
+
+    return monarch.remote(load_batch, propagate=shapes)
+
+
 # -- the optimizer -------------------------------------------------------------------------
 
 class Optimizer:
@@ -219,7 +246,8 @@ class Optimizer:
 
 # -- the distributed program -----------------------------------------------------------
 
-def train(cfg: Config, mesh: Any, on_step: Any = None, compiled: bool = False) -> List[Any]:
+def train(cfg: Config, mesh: Any, on_step: Any = None, compiled: bool = False,
+          looped: bool = False) -> List[Any]:
     """Runs ``cfg.steps`` steps on ``mesh`` (dims pp, dp); returns the loss of each
     step as a future (``monarch.fetch_shard`` of the dp-averaged loss).
 
@@ -227,14 +255,20 @@ def train(cfg: Config, mesh: Any, on_step: Any = None, compiled: bool = False) -
     then one instruction per step (docs/python.md "Compiled steps"). Its
     step-dependent numbers (which batch, Adam's bias correction) are then
     tensors on the workers, updated in place, instead of Python numbers that
-    would change the ops every step."""
+    would change the ops every step.
+
+    ``looped``: the steps are a ``monarch.range`` loop with the same tensor
+    counters, so a traced job is one loop whatever its number of steps
+    (docs/python.md "Loops"); traced, only the first two steps' futures are
+    returned (the rest are fetched by the loop and printed by monarch-run)."""
     import monarch
 
-    job = Job(cfg, mesh, tensor_counters=compiled)
+    job = Job(cfg, mesh, tensor_counters=compiled or looped)
     step = monarch.compile(job.step) if compiled else job.step
     losses = []
-    for k in range(cfg.steps):
-        losses.append(step(job.counters) if compiled else step(k))
+    steps = monarch.range(cfg.steps, mesh=mesh) if looped else range(cfg.steps)
+    for k, _ in enumerate(steps):
+        losses.append(step(job.counters) if compiled or looped else step(k))
         if on_step is not None:
             on_step(k, losses[-1])
     return losses
@@ -248,6 +282,7 @@ class Job:
         assert cfg.batch % cfg.microbatches == 0, "batch must divide into microbatches"
         self.cfg = cfg
         self.stages_mesh = [mesh.slice(pp=i) for i in range(cfg.pp)]
+        self.load = remote_loader(cfg) if cfg.loader == "remote" else None
         self.stages, self.params, self.opts = [], [], []
         #: Per stage mesh, the step number as a 0-d tensor (tensor_counters).
         self.counters: List[Any] = []
@@ -273,11 +308,13 @@ class Job:
         P, M = cfg.pp, cfg.microbatches
         mb = cfg.batch // M
         stages_mesh, stages, params, opts = self.stages_mesh, self.stages, self.params, self.opts
+        batches = make_batch if self.load is None else (
+            lambda cfg, step, r: self.load(step, r, cfg.device))
         with stages_mesh[0].activate():
-            x, _ = make_batch(cfg, self._batch_step(k, 0), stages_mesh[0].rank("dp"))
+            x, _ = batches(cfg, self._batch_step(k, 0), stages_mesh[0].rank("dp"))
             xs = [x[j * mb:(j + 1) * mb] for j in range(M)]
         with stages_mesh[-1].activate():
-            _, y = make_batch(cfg, self._batch_step(k, P - 1), stages_mesh[-1].rank("dp"))
+            _, y = batches(cfg, self._batch_step(k, P - 1), stages_mesh[-1].rank("dp"))
             ys = [y[j * mb:(j + 1) * mb] for j in range(M)]
 
         # Per (stage, microbatch): the stage's input (a leaf that requires grad)
@@ -373,13 +410,13 @@ def one_f_one_b(P: int, M: int) -> List[tuple]:
     return order
 
 
-def program(cfg: Config, backend: Optional[str] = None) -> List[Any]:
+def program(cfg: Config, backend: Optional[str] = None, looped: bool = False) -> List[Any]:
     """The whole job: spawn the mesh, train; the loss futures."""
     from monarch.actor import this_host
 
     kw = {} if backend is None else {"backend": backend}
     mesh = this_host().spawn_procs(cfg.shape(), **kw)
-    return train(cfg, mesh)
+    return train(cfg, mesh, looped=looped)
 
 
 # -- the single-process reference -------------------------------------------------------

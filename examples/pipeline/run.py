@@ -8,13 +8,18 @@ bubble measured from the monarch-run trace vs the theoretical (p-1)/(m+p-1)).
         [--model mlp|transformer] [--optimizer sgd|adam] [--schedule gpipe|1f1b]
         [--pass-schedule none|gpipe|1f1b] [--out DIR] [--eager] [--reference]
         [--widths 32,32,256,... --partition auto|N,N,...] [--device cpu|cuda] [--no-run]
+    PYTHONPATH=build/python /usr/bin/python3 examples/pipeline/run.py --loop
+        [--steps 10000] [same model options] [--reference]
     PYTHONPATH=build/python /usr/bin/python3 examples/pipeline/run.py --compiled-step
         [--steps 10000] [same model options] [--reference]
 
-The second form is the documented way to run a long job: the training step is
+The second and third forms are the documented ways to run a long job. With
+``--loop`` the steps are one ``monarch.range`` loop (docs/python.md "Loops"):
+the trace holds two steps and the plan one loop instruction, whatever
+``--steps`` is. With ``--compiled-step`` the training step is
 ``monarch.compile``d (docs/python.md "Compiled steps") and called from a Python
-loop -- traced on its first calls, then one instruction per step -- so nothing
-grows with the number of steps. See docs/pipeline.md.
+loop -- traced on its first calls, then one instruction per step. Either way
+nothing grows with the number of steps. See docs/pipeline.md.
 """
 
 from __future__ import annotations
@@ -63,12 +68,14 @@ def trace_job(cfg: model.Config) -> str:
     return record_job(cfg).to_mlir()
 
 
-def record_job(cfg: model.Config) -> Any:
+def record_job(cfg: model.Config, looped: bool = False) -> Any:
     """The job traced once: a monarch.Trace (its ``traced`` bytes are what
-    monarch-opt compiles; ``to_mlir()`` prints them as IR)."""
+    monarch-opt compiles; ``to_mlir()`` prints them as IR). ``looped``: the
+    steps are one ``monarch.range`` loop (the plan's size does not depend
+    on the number of steps)."""
     import monarch
 
-    return monarch.trace(model.program, cfg)
+    return monarch.trace(model.program, cfg, None, looped)
 
 
 def compile_job(mlir_path: str, plan_path: str, opt: str, pass_schedule: str = "none",
@@ -360,7 +367,9 @@ def run_compiled_step(cfg: model.Config, reference: bool) -> int:
     """``--compiled-step``: the job eagerly, its step compiled once."""
     from monarch.actor import this_host
 
-    mesh = this_host().spawn_procs(cfg.shape())
+    # A remote data loader runs Python on the workers.
+    kind = {"tensor_worker": "python"} if cfg.loader == "remote" else {}
+    mesh = this_host().spawn_procs(cfg.shape(), **kind)
     session = mesh._session
     try:
         marks: Dict[str, Any] = {}
@@ -410,7 +419,7 @@ def config_from_args(a: argparse.Namespace) -> model.Config:
                         (0.005 if a.optimizer == "adam" else 0.05),
                         steps=a.steps, schedule=a.schedule, widths=_ints(a.widths),
                         partition=None if a.partition == "auto" else _ints(a.partition),
-                        device=a.device)
+                        device=a.device, loader=getattr(a, "loader", "ops"))
 
 
 def partition_job(cfg: model.Config, opt: str, profile: Optional[str] = None) -> model.Config:
@@ -426,6 +435,30 @@ def partition_job(cfg: model.Config, opt: str, profile: Optional[str] = None) ->
           + ", ".join(f"{c * 1e6:.1f}" for c in costs) + " us; predicted stage times "
           + ", ".join(f"{c * 1e6:.1f}" for c in stage) + " us per microbatch)")
     return dataclasses.replace(cfg, partition=sizes)
+
+
+def run_looped(cfg: model.Config, plan: str, runner: str, reference: bool) -> int:
+    """``--loop``: the plan run by monarch-run, every step's loss printed (a
+    fetch inside the loop replies once per trip), checked against the
+    single-process reference."""
+    losses, _ids, wall, cmd = run_job(plan, None, runner, timeout=3600)
+    print(f"ran: {' '.join(cmd)}  ({wall:.2f} s with worker start-up, "
+          f"{wall / max(len(losses), 1) * 1e3:.2f} ms/step)")
+    shown = sorted(set(range(min(3, len(losses)))) | set(range(max(len(losses) - 3, 0),
+                                                              len(losses))))
+    for s in shown:
+        print(f"step {s:5d}  loss {losses[s]:.6f}")
+    if len(losses) != cfg.steps:
+        print(f"MISMATCH: {len(losses)} losses for {cfg.steps} steps")
+        return 1
+    if not reference:
+        return 0
+    ref = model.reference(cfg)
+    err = max(abs(x - y) / max(abs(y), 1e-6) for x, y in zip(losses, ref))
+    ok = len(ref) == len(losses) and err < 1e-4
+    print(f"single-process reference: max relative loss difference {err:.2e} over "
+          f"{len(losses)} steps ({'OK' if ok else 'MISMATCH'}, tolerance 1e-4)")
+    return 0 if ok else 1
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -460,12 +493,21 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--eager", action="store_true", help="also run eagerly and compare step time")
     p.add_argument("--reference", action="store_true",
                    help="also compare the losses with a single-process torch run")
+    p.add_argument("--loader", choices=["ops", "remote"], default="ops",
+                   help="each step's batch from tensor ops on the mesh, or from a monarch.remote "
+                        "data loader run by Python tensor workers (--compiled-step only)")
+    p.add_argument("--loop", action="store_true",
+                   help="trace the steps as one monarch.range loop (a plan whose size does not "
+                        "depend on --steps); prints the losses, no step-time analysis")
     p.add_argument("--compiled-step", action="store_true",
                    help="run eagerly with the step compiled once (monarch.compile)")
     a = p.parse_args(argv)
     cfg = config_from_args(a)
     if a.compiled_step:
         return run_compiled_step(cfg, a.reference)
+    if cfg.loader == "remote":
+        p.error("--loader remote needs Python tensor workers, which monarch-run does not start: "
+                "use it with --compiled-step")
     os.makedirs(a.out, exist_ok=True)
     mlir = os.path.join(a.out, "job.mlir")
     recorded = os.path.join(a.out, "job.trace")
@@ -475,7 +517,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     opt = find_tool("monarch-opt", "MONARCH_OPT")
     cfg = partition_job(cfg, opt, a.cost_profile)
     t0 = time.monotonic()
-    tr = record_job(cfg)
+    tr = record_job(cfg, a.loop)
     with open(recorded, "wb") as f:
         f.write(tr.traced)
     t1 = time.monotonic()
@@ -500,6 +542,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     if a.no_run:
         return 0
     runner = find_tool("monarch-run", "MONARCH_RUN")
+    if a.loop:
+        print(f"plan: {os.path.getsize(plan)} bytes, trace: {len(tr.traced)} bytes")
+        return run_looped(cfg, plan, runner, a.reference)
     losses, ids, wall, cmd = run_job(plan, trace, runner)
     print(f"ran: {' '.join(cmd)}  ({wall:.2f} s with worker start-up)")
     for s, l in enumerate(losses):

@@ -260,7 +260,8 @@ std::string canonicalBody(const plan::Recording &rec) {
 Expected<InstructionStream::EndedBody>
 InstructionStream::endBody(int64_t id, const std::vector<int64_t> &results,
                            int64_t endLocalRef,
-                           const std::optional<std::string> &previous) {
+                           const std::optional<std::string> &previous,
+                           const std::optional<std::vector<int64_t>> &formals) {
   bool full = false;
   EndedBody ended;
   {
@@ -284,6 +285,26 @@ InstructionStream::endBody(int64_t id, const std::vector<int64_t> &results,
             else if (!defined.count(ref) && formalSet.insert(ref).second)
               ended.formals.push_back(ref);
           });
+    }
+    if (formals) {
+      std::unordered_set<int64_t> given;
+      for (int64_t f : *formals)
+        if (!given.insert(f).second || defined.count(f)) {
+          releaseDeferredLocked({}, nullptr);
+          return Status(ErrorCode::Invalid,
+                        "endBody: formal ref " + std::to_string(f) +
+                            (defined.count(f) ? " is defined by the body"
+                                              : " is given twice"));
+        }
+      for (int64_t f : ended.formals)
+        if (!given.count(f)) {
+          releaseDeferredLocked({}, nullptr);
+          return Status(ErrorCode::Invalid,
+                        "endBody: the body uses ref " + std::to_string(f) +
+                            ", which is not among the formals given");
+        }
+      ended.formals = *formals;
+      formalSet = std::move(given);
     }
     for (int64_t r : results) {
       if (!defined.count(r)) {
@@ -313,6 +334,26 @@ InstructionStream::endBody(int64_t id, const std::vector<int64_t> &results,
     if (Status s = flush(); !s.isOk())
       return s;
   return ended;
+}
+
+Expected<int64_t> InstructionStream::loop(const plan::Loop &loop) {
+  bool full = false;
+  int64_t id;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    if (Status s = errorLocked(); !s.isOk())
+      return s;
+    plan::Instruction *inst = append(lock);
+    id = inst->id();
+    inst->set_mesh(0);
+    inst->set_stream(0);
+    *inst->mutable_loop() = loop;
+    full = noteAppendedLocked();
+  }
+  if (full)
+    if (Status s = flush(); !s.isOk())
+      return s;
+  return id;
 }
 
 Expected<int64_t>

@@ -136,9 +136,13 @@ public:
   /// calls: deleting one is never sent. When `previous` equals the body's
   /// canonical form, nothing is defined (the caller calls the recording
   /// that has it).
-  Expected<EndedBody> endBody(int64_t id, const std::vector<int64_t> &results,
-                              int64_t endLocalRef,
-                              const std::optional<std::string> &previous);
+  /// `formals`, when given, are the recording's formals in that order
+  /// instead of the refs it uses in order of first use: a superset of those
+  /// (a loop's recording takes every carried value, used or not).
+  Expected<EndedBody>
+  endBody(int64_t id, const std::vector<int64_t> &results, int64_t endLocalRef,
+          const std::optional<std::string> &previous,
+          const std::optional<std::vector<int64_t>> &formals = std::nullopt);
   /// Drops the innermost body (the step raised while it was recorded).
   void abortBody(int64_t endLocalRef);
   int64_t bodyDepth() const;
@@ -149,6 +153,10 @@ public:
   Expected<int64_t> callRecording(int64_t recording,
                                   const std::vector<int64_t> &actuals,
                                   const std::vector<int64_t> &results);
+
+  /// A loop of a defined recording (mesh 0, stream 0; plan.proto's Loop
+  /// says what its fields mean): a traced `monarch.range`.
+  Expected<int64_t> loop(const plan::Loop &loop);
 
   /// Stops the background thread after a last flush; later calls fail.
   Status close();

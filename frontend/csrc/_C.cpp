@@ -28,9 +28,11 @@
 //   s.traced("main") -> TracedProgram bytes            (recording only)
 //   s.begin_body(first_local_ref)                      # a compiled step
 //   (formals, orphans, fetches, canonical, defined) = s.end_body(id, results,
-//                                                   end_local_ref, previous)
+//                                          end_local_ref, previous, formals)
 //   s.abort_body(end_local_ref); s.body_depth; s.body_size
 //   id = s.call_recording(recording, actuals, results)
+//   id = s.loop(recording, trips, lower, step, carried, captured,
+//               [(mesh, stream)...], results)            # a traced range
 //   (instructions, locals, next_local) = expand_call(recording_bytes, actuals,
 //                                                    results, next_local)
 //
@@ -498,13 +500,14 @@ public:
   /// (formals, orphans as (ref, mesh, stream), fetches, canonical bytes,
   /// defined).
   py::tuple endBody(int64_t id, const std::vector<int64_t> &results,
-                    int64_t endLocalRef, const py::object &previous) {
+                    int64_t endLocalRef, const py::object &previous,
+                    const std::optional<std::vector<int64_t>> &formals) {
     std::optional<std::string> prev;
     if (!previous.is_none())
       prev = std::string(previous.cast<py::bytes>());
     monarch::Expected<InstructionStream::EndedBody> ended = [&] {
       py::gil_scoped_release release;
-      return stream->endBody(id, results, endLocalRef, prev);
+      return stream->endBody(id, results, endLocalRef, prev, formals);
     }();
     InstructionStream::EndedBody e = unwrap(std::move(ended));
     std::vector<std::tuple<int64_t, int64_t, int64_t>> orphans;
@@ -522,6 +525,31 @@ public:
                         const std::vector<int64_t> &results) {
     py::gil_scoped_release release;
     return unwrap(stream->callRecording(recording, actuals, results));
+  }
+
+  int64_t loop(int64_t recording, int64_t trips, int64_t lower, int64_t step,
+               const std::vector<int64_t> &carried,
+               const std::vector<int64_t> &captured,
+               const std::vector<std::pair<int64_t, int64_t>> &induction,
+               const std::vector<int64_t> &results) {
+    plan::Loop loop;
+    loop.set_recording(recording);
+    loop.set_trips(trips);
+    loop.set_lower(lower);
+    loop.set_step(step);
+    for (int64_t r : carried)
+      loop.add_carried(r);
+    for (int64_t r : captured)
+      loop.add_captured(r);
+    for (const auto &[mesh, streamId] : induction) {
+      plan::Induction *i = loop.add_induction();
+      i->set_mesh(mesh);
+      i->set_stream(streamId);
+    }
+    for (int64_t r : results)
+      loop.add_results(r);
+    py::gil_scoped_release release;
+    return unwrap(stream->loop(loop));
   }
 
   int64_t issued() const { return stream->issued(); }
@@ -617,12 +645,16 @@ PYBIND11_MODULE(_C, m) {
       .def("traced", &PyStream::traced, py::arg("entry") = "main")
       .def("begin_body", &PyStream::beginBody, py::arg("first_local_ref"))
       .def("end_body", &PyStream::endBody, py::arg("id"), py::arg("results"),
-           py::arg("end_local_ref"), py::arg("previous") = py::none())
+           py::arg("end_local_ref"), py::arg("previous") = py::none(),
+           py::arg("formals") = py::none())
       .def("abort_body", &PyStream::abortBody, py::arg("end_local_ref"))
       .def_property_readonly("body_depth", &PyStream::bodyDepth)
       .def_property_readonly("body_size", &PyStream::bodySize)
       .def("call_recording", &PyStream::callRecording, py::arg("recording"),
            py::arg("actuals"), py::arg("results"))
+      .def("loop", &PyStream::loop, py::arg("recording"), py::arg("trips"),
+           py::arg("lower"), py::arg("step"), py::arg("carried"),
+           py::arg("captured"), py::arg("induction"), py::arg("results"))
       .def_property_readonly("issued", &PyStream::issued)
       .def_property_readonly("recording", &PyStream::recording);
   m.def("expand_call", &expandCall, py::arg("recording"), py::arg("actuals"),

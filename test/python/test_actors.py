@@ -32,6 +32,7 @@ from waiting import wait_until  # noqa: E402
 from monarch.actor import (  # noqa: E402
     Actor,
     ActorError,
+    Future,
     SupervisionError,
     ValueMesh,
     current_rank,
@@ -241,8 +242,9 @@ def test_rref_needs_actors_beside_tensor_workers(counters):
 
 
 def test_stream(counters):
-    values = list(counters.twice.stream(21))
-    assert values == [42, 42, 42, 42]
+    futures = list(counters.twice.stream(21))  # one Future per actor, as in Monarch
+    assert all(isinstance(f, Future) for f in futures)
+    assert [f.get(timeout=10) for f in futures] == [42, 42, 42, 42]
 
 
 def test_async_endpoint_and_await(counters):

@@ -552,6 +552,25 @@ def test_dead_worker_is_a_supervision_error(backend, device):
         mesh.stop()
 
 
+def test_a_stopped_mesh_fails_at_once(backend, device):
+    """After mesh.stop(), an op and a fetch raise at once (issue 23: they
+    waited the whole timeout for workers that were gone)."""
+    import time
+
+    from monarch.actor import this_host
+
+    mesh = this_host().spawn_procs({"gpu": 2}, backend=backend)
+    with mesh.activate():
+        t = torch.ones(2, device=device)
+    mesh.stop()
+    start = time.monotonic()
+    with pytest.raises(monarch.SupervisionError, match="mesh is stopped"):
+        with mesh.activate():
+            u = t + 1
+        monarch.inspect(u, gpu=0)
+    assert time.monotonic() - start < 5
+
+
 def test_indexing_constants_and_views(spawn, device):
     mesh = spawn({"gpu": 2})
     with mesh.activate():

@@ -20,7 +20,9 @@
 #include "monarch/Dialect/Monarch/IR/MonarchTypes.h"
 #include "monarch/mesh/MeshView.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -435,6 +437,7 @@ private:
   LogicalResult importFetch(const plan::Instruction &inst);
   LogicalResult importDefineRecording(const plan::Instruction &inst);
   LogicalResult importCallRecording(const plan::Instruction &inst);
+  LogicalResult importLoop(const plan::Instruction &inst);
   /// Runs the verifier of one new op: a failure is an error about the
   /// instruction that made it (the trace is wrong, not the importer).
   LogicalResult verifyNew(Operation *op, const plan::Instruction &inst);
@@ -1829,6 +1832,157 @@ TraceImporter::importCallRecording(const plan::Instruction &inst) {
   return success();
 }
 
+// A loop (plan.proto's Loop: `trips` calls of a recording, values carried
+// from one to the next) is the scf.for the plan lowering would make one loop
+// instruction of again:
+//
+//   %r:N = scf.for %k = %lower to %upper step %step
+//       iter_args(%c = <carried>...) -> (<carried types>) {
+//     %i = monarch.index_tensor %k on %m : !monarch.tensor<i64, ...>
+//     %o:N = func.call @recording_ID(%root, %c..., <captured>..., %i...)
+//     scf.yield %o
+//   }
+//
+// so that a traced job of n steps is one loop whatever n is.
+LogicalResult TraceImporter::importLoop(const plan::Instruction &inst) {
+  const plan::Loop &loop = inst.loop();
+  auto it = recordings.find(loop.recording());
+  if (it == recordings.end())
+    return error(inst) << "loops over recording " << loop.recording()
+                       << ", which no earlier define_recording defines";
+  RecordingInfo &rec = it->second;
+  size_t carried = loop.carried_size(), captured = loop.captured_size(),
+         induction = loop.induction_size();
+  size_t formals = rec.formalMeshes.size(), results = rec.func.getNumResults();
+  if (formals != carried + captured + induction || results != carried ||
+      static_cast<size_t>(loop.results_size()) != carried)
+    return error(inst) << "carries " << carried << " values ("
+                       << loop.results_size() << " results), captures "
+                       << captured << " and has " << induction
+                       << " induction tensors, but recording "
+                       << loop.recording() << " takes " << formals
+                       << " formals and gives " << results
+                       << " results (formals: the carried values, the "
+                          "captured ones, the induction tensors; one result "
+                          "per carried value)";
+  if (loop.trips() < 0 || loop.trips() > plan::Loop::MAX_TRIPS)
+    return error(inst) << "has " << loop.trips()
+                       << " trips; a loop makes 0 to "
+                       << static_cast<int64_t>(plan::Loop::MAX_TRIPS);
+  if (loop.step() <= 0)
+    return error(inst) << "has step " << loop.step()
+                       << "; a loop's step is positive";
+  int64_t upper = 0;
+  if (llvm::MulOverflow(loop.trips(), loop.step(), upper) ||
+      llvm::AddOverflow(upper, loop.lower(), upper))
+    return error(inst) << "counts past int64 (" << loop.lower() << " + "
+                       << loop.trips() << " * " << loop.step() << ")";
+  FailureOr<Value> root = meshValue(0, inst);
+  if (failed(root))
+    return failure();
+
+  // Operands in the recording's order, checked against its formals.
+  auto check = [&](size_t k, Value actual, int64_t ref) -> LogicalResult {
+    Type formal = rec.argTypes[k + 1];
+    if (actual.getType() != formal)
+      return error(inst) << "formal #" << k << " of recording "
+                         << loop.recording() << " is " << formal
+                         << " but the loop gives it " << actual.getType()
+                         << (ref >= 0 ? " (ref " + std::to_string(ref) + ")"
+                                      : std::string(" (an induction tensor)"));
+    const MeshInfo *want = rec.formalMeshes[k];
+    if (const MeshInfo *have = meshOfValue(actual);
+        want && have && have->view != want->view)
+      return error(inst) << "ref " << ref << " lives on ["
+                         << have->view.layoutString() << "] but formal #" << k
+                         << " of recording " << loop.recording() << " on ["
+                         << want->view.layoutString()
+                         << "] (its body's instructions name their meshes)";
+    return success();
+  };
+  SmallVector<Value> init, capturedValues;
+  for (auto [k, r] : llvm::enumerate(loop.carried())) {
+    FailureOr<Value> v = use(r, inst);
+    if (failed(v) || failed(check(k, *v, r)))
+      return failure();
+    if (rec.func.getResultTypes()[k] != v->getType())
+      return error(inst) << "carries ref " << r << " of type " << v->getType()
+                         << " into result #" << k << " of recording "
+                         << loop.recording() << ", of type "
+                         << rec.func.getResultTypes()[k];
+    init.push_back(*v);
+  }
+  for (auto [k, r] : llvm::enumerate(loop.captured())) {
+    FailureOr<Value> v = use(r, inst);
+    if (failed(v) || failed(check(carried + k, *v, r)))
+      return failure();
+    capturedValues.push_back(*v);
+  }
+  SmallVector<std::pair<Value, DTensorType>> inductionMeshes;
+  for (auto [k, ind] : llvm::enumerate(loop.induction())) {
+    FailureOr<Value> mesh = meshValue(ind.mesh(), inst);
+    FailureOr<StreamInfo *> stream = streamInfo(ind.stream(), inst);
+    if (failed(mesh) || failed(stream))
+      return failure();
+    DTensorType type = tensorType(RankedTensorType::get({}, b.getI64Type()),
+                                  meshes.at(ind.mesh()), **stream);
+    if (type != rec.argTypes[carried + captured + k + 1])
+      return error(inst) << "induction #" << k << " is " << type
+                         << " but formal #" << carried + captured + k
+                         << " of recording " << loop.recording() << " is "
+                         << rec.argTypes[carried + captured + k + 1];
+    inductionMeshes.emplace_back(*mesh, type);
+  }
+  for (auto [k, r] : llvm::enumerate(loop.results())) {
+    if (llvm::is_contained(ArrayRef(loop.results().data(), k), r))
+      return error(inst) << "names ref " << r << " twice among its results";
+    if (failed(checkNewRef(r, inst)))
+      return failure();
+    auto type = cast<DTensorType>(rec.func.getResultTypes()[k]);
+    if (failed(newRefType(r, inst, type.getLocal())))
+      return failure();
+  }
+
+  Location loc = opLoc(inst);
+  auto index = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  Value lower = index(loop.lower()), upperValue = index(upper),
+        step = index(loop.step());
+  auto forOp = scf::ForOp::create(b, loc, lower, upperValue, step, init);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(forOp.getBody());
+    SmallVector<Value> operands{*root};
+    llvm::append_range(operands, forOp.getRegionIterArgs());
+    llvm::append_range(operands, capturedValues);
+    for (auto &[mesh, type] : inductionMeshes) {
+      auto i = IndexTensorOp::create(b, loc, type, forOp.getInductionVar(),
+                                     mesh);
+      if (failed(verifyNew(i, inst)))
+        return failure();
+      operands.push_back(i.getResult());
+    }
+    auto call = func::CallOp::create(b, loc, rec.func, operands);
+    if (failed(verifyNew(call, inst)))
+      return failure();
+    // An empty loop body already ends in an implicit yield only when it
+    // carries nothing; replace it with one of the call's results.
+    if (!forOp.getBody()->empty() &&
+        isa<scf::YieldOp>(forOp.getBody()->getTerminator()))
+      forOp.getBody()->getTerminator()->erase();
+    b.setInsertionPointToEnd(forOp.getBody());
+    scf::YieldOp::create(b, loc, call.getResults());
+  }
+  if (failed(verifyNew(forOp, inst)))
+    return failure();
+  for (auto [k, r] : llvm::enumerate(loop.results())) {
+    define(r, forOp.getResult(k), inst);
+    valueMeshes[forOp.getResult(k)] = rec.resultMeshes[k];
+  }
+  return success();
+}
+
 LogicalResult TraceImporter::importInstruction(const plan::Instruction &inst) {
   switch (inst.kind_case()) {
   case plan::Instruction::kCreateMesh:
@@ -1882,12 +2036,7 @@ LogicalResult TraceImporter::importInstruction(const plan::Instruction &inst) {
   case plan::Instruction::kCallRecording:
     return importCallRecording(inst);
   case plan::Instruction::kLoop:
-    // The eager path never sends one: compiled steps are called from Python
-    // (call_recording), and traced loops are scf.for in the IR already.
-    return error(inst) << "cannot import a loop of recording "
-                       << inst.loop().recording()
-                       << ": loops are written by the plan lowering, not "
-                          "traced (a traced step is a call_recording)";
+    return importLoop(inst);
   case plan::Instruction::kCallActor:
     return error(inst)
            << "cannot import a call of endpoint '"
@@ -1990,5 +2139,7 @@ OwningOpRef<ModuleOp> monarch::importTrace(const plan::TracedProgram &trace,
                                            const TraceImportOptions &options) {
   context.getOrLoadDialect<MonarchDialect>();
   context.getOrLoadDialect<func::FuncDialect>();
+  context.getOrLoadDialect<scf::SCFDialect>();
+  context.getOrLoadDialect<arith::ArithDialect>();
   return TraceImporter(trace, context, options).run();
 }

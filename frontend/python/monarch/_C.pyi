@@ -55,9 +55,10 @@ class InstructionStream:
     def traced(self, entry: str = "main") -> bytes: ...
     def begin_body(self, first_local_ref: int) -> None: ...
     def end_body(self, id: int, results: Sequence[int], end_local_ref: int,
-                 previous: Optional[bytes] = None
+                 previous: Optional[bytes] = None, formals: Optional[Sequence[int]] = None
                  ) -> Tuple[List[int], List[Tuple[int, int, int]], List[int], bytes, bool]:
-        """(formals, orphans as (ref, mesh, stream), fetches, canonical, defined)."""
+        """(formals, orphans as (ref, mesh, stream), fetches, canonical, defined);
+        ``formals`` fixes the recording's formals (a superset of those it uses)."""
     def abort_body(self, end_local_ref: int) -> None: ...
     @property
     def body_depth(self) -> int: ...
@@ -65,6 +66,10 @@ class InstructionStream:
     def body_size(self) -> int: ...
     def call_recording(self, recording: int, actuals: Sequence[int],
                        results: Sequence[int]) -> int: ...
+    def loop(self, recording: int, trips: int, lower: int, step: int,
+             carried: Sequence[int], captured: Sequence[int],
+             induction: Sequence[Tuple[int, int]], results: Sequence[int]) -> int:
+        """A Loop instruction (plan.proto) of a defined recording: a traced range."""
     @property
     def issued(self) -> int: ...
     @property

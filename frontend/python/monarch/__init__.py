@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Dict, Tuple
 _PUBLIC: Dict[str, Tuple[str, str]] = {
     "Borrow": ("tensor.borrows", "Borrow"),
     "Compiled": ("tensor.compiled", "Compiled"),
+    "Extent": ("actor.shape", "Extent"),
     "Future": ("common.future", "Future"),
     "MonarchUsageError": ("common.errors", "MonarchUsageError"),
     "ProcMesh": ("actor.proc_mesh", "ProcMesh"),
@@ -33,13 +34,21 @@ _PUBLIC: Dict[str, Tuple[str, str]] = {
     "SupervisionError": ("common.errors", "SupervisionError"),
     "Tensor": ("tensor.api", "DTensor"),
     "Trace": ("tensor.trace_api", "Trace"),
+    "clear_runtime_config": ("common.config", "clear_runtime_config"),
     "compile": ("tensor.compiled", "compile"),
+    "configure": ("common.config", "configure"),
+    "configured": ("common.config", "configured"),
     "fetch_shard": ("tensor.api", "fetch_shard"),
+    "get_active_mesh": ("tensor.active", "get_active_mesh"),
     "get_active_stream": ("tensor.streams", "get_active_stream"),
+    "get_global_config": ("common.config", "get_global_config"),
+    "get_runtime_config": ("common.config", "get_runtime_config"),
     "grad_generator": ("tensor.api", "grad_generator"),
     "inspect": ("tensor.api", "inspect"),
+    "no_mesh": ("tensor.active", "no_mesh"),
     "reduce": ("tensor.api", "reduce"),
     "reduce_": ("tensor.api", "reduce_"),
+    "range": ("tensor.loops", "range"),
     "remote": ("tensor.remote", "remote"),
     "show": ("tensor.api", "show"),
     "trace": ("tensor.trace_api", "trace"),
@@ -64,12 +73,17 @@ def __dir__() -> Any:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from ._src.actor.proc_mesh import ProcMesh
+    from ._src.actor.shape import Extent
+    from ._src.common.config import (clear_runtime_config, configure, configured,
+                                     get_global_config, get_runtime_config)
     from ._src.common.errors import MonarchUsageError, RemoteException, SupervisionError
     from ._src.common.future import Future
+    from ._src.tensor.active import get_active_mesh, no_mesh
     from ._src.tensor.api import DTensor as Tensor
     from ._src.tensor.api import fetch_shard, grad_generator, inspect, reduce, reduce_, show
     from ._src.tensor.borrows import Borrow
     from ._src.tensor.remote import Remote, remote
     from ._src.tensor.streams import Stream, get_active_stream
     from ._src.tensor.compiled import Compiled, compile
+    from ._src.tensor.loops import range
     from ._src.tensor.trace_api import Trace, trace

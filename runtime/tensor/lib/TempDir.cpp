@@ -28,7 +28,7 @@ std::string makeDir(const std::string &pattern) {
 } // namespace
 
 TempDir::TempDir(const std::string &prefix)
-    : dir(makeDir(ownedDirTemplate(prefix))) {}
+    : dir(makeDir(ownedDirTemplate(prefix, /*holdsSockets=*/false))) {}
 
 TempDir::TempDir(const std::string &prefix, const std::string &parent)
     : dir(makeDir(parent + "/" + prefix + "-XXXXXX")) {}

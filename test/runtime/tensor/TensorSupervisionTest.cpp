@@ -13,7 +13,10 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <dirent.h>
+#include <fstream>
 #include <set>
+#include <thread>
 
 #include <unistd.h>
 
@@ -29,6 +32,40 @@ constexpr int kRanks = 4;
 
 bool contains(const std::string &text, const std::string &part) {
   return text.find(part) != std::string::npos;
+}
+
+/// SIGSTOPs `pid` and waits until every thread of it is stopped: kill()
+/// only queues the signal, and a worker still running when the next fetch
+/// reaches it would answer that fetch.
+bool stopProcess(int pid, std::chrono::milliseconds bound = 5s) {
+  if (::kill(pid, SIGSTOP) != 0)
+    return false;
+  auto until = Clock::now() + bound;
+  std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  while (Clock::now() < until) {
+    bool all = true;
+    if (DIR *dir = ::opendir(tasks.c_str())) {
+      while (dirent *entry = ::readdir(dir)) {
+        if (entry->d_name[0] == '.')
+          continue;
+        std::ifstream stat(tasks + "/" + entry->d_name + "/stat");
+        std::string line;
+        std::getline(stat, line);
+        // The state follows the ')' that closes the command name.
+        auto close = line.rfind(')');
+        if (close == std::string::npos || close + 2 >= line.size() ||
+            (line[close + 2] != 'T' && line[close + 2] != 't'))
+          all = false;
+      }
+      ::closedir(dir);
+    } else {
+      return false;
+    }
+    if (all)
+      return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return false;
 }
 
 /// A controller of the host=2 x gpu=2 mesh driven one batch at a time, as
@@ -187,7 +224,7 @@ TEST(TensorSupervision, AFetchOwedByAWorkerThatDiesFailsAtOnce) {
   ASSERT_TRUE(s.send().isOk());
   std::vector<int> pids = s.c->pids();
   // Stopped, it cannot answer the fetch that follows; then it dies.
-  ASSERT_EQ(::kill(pids[2], SIGSTOP), 0);
+  ASSERT_TRUE(stopProcess(pids[2]));
   int64_t owed = s.b.fetch(s.at[2], x);
   int64_t fine = s.b.fetch(s.at[0], x);
   ASSERT_TRUE(s.send().isOk());
@@ -210,7 +247,7 @@ TEST(TensorSupervision, AnUnresponsiveWorkerFailsItsFetchesUntilItIsBack) {
   int64_t x = makeX(s.b);
   ASSERT_TRUE(s.send().isOk());
   std::vector<int> pids = s.c->pids();
-  ASSERT_EQ(::kill(pids[1], SIGSTOP), 0);
+  ASSERT_TRUE(stopProcess(pids[1]));
   auto stoppedAt = Clock::now();
   int64_t owed = s.b.fetch(s.at[1], x);
   ASSERT_TRUE(s.send().isOk());
@@ -256,7 +293,7 @@ TEST(TensorSupervision, AStoppedControllerFailsEverythingAtOnce) {
   int64_t x = makeX(s.b);
   ASSERT_TRUE(s.send().isOk());
   std::vector<int> pids = s.c->pids();
-  ASSERT_EQ(::kill(pids[0], SIGSTOP), 0);
+  ASSERT_TRUE(stopProcess(pids[0]));
   int64_t owed = s.b.fetch(s.at[0], x);
   ASSERT_TRUE(s.send().isOk());
   auto start = Clock::now();

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from .._src.actor.actor import Actor, endpoint
 from .._src.actor.actor_mesh import ActorMesh, Endpoint
-from .._src.actor.context import current_rank, current_size
+from .._src.actor.current import (Context, context, current_actor_name, current_rank,
+                                  current_size)
+from .._src.actor.endpoints import Accumulator, as_endpoint, concurrent_endpoint
 from .._src.actor.host_mesh import HostMesh, attach_hosts, slurm_hosts, this_host, this_proc
 from .._src.actor.proc_mesh import ProcMesh
+from .._src.actor.shape import Extent, Point
 from .._src.actor.supervision import SupervisionEvent, report_unhandled
 from .._src.actor.value_mesh import ValueMesh
 from .._src.common.errors import ActorError, SupervisionError
@@ -30,18 +33,26 @@ MeshFailure = SupervisionEvent
 unhandled_fault_hook = report_unhandled
 
 __all__ = [
+    "Accumulator",
     "Actor",
     "ActorError",
     "ActorMesh",
+    "Context",
     "Endpoint",
+    "Extent",
     "Future",
     "HostMesh",
     "MeshFailure",
+    "Point",
     "ProcMesh",
     "SupervisionError",
     "SupervisionEvent",
     "ValueMesh",
+    "as_endpoint",
     "attach_hosts",
+    "concurrent_endpoint",
+    "context",
+    "current_actor_name",
     "current_rank",
     "current_size",
     "endpoint",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, List, Optional
 
 
@@ -69,4 +70,40 @@ def endpoint_property(cls: type, name: str) -> EndpointProperty:
 
 
 def endpoint_function(cls: type, name: str) -> Callable:
-    return endpoint_property(cls, name)._fn
+    """What a message to endpoint ``name`` runs: the ``@endpoint`` method, or
+    a plain method of the class (``as_endpoint(mesh.method)``)."""
+    for klass in cls.__mro__:
+        value = vars(klass).get(name)
+        if isinstance(value, EndpointProperty):
+            return value._fn
+        if inspect.isfunction(value):
+            return value
+        if value is not None:
+            break
+    raise AttributeError(f"actor class {cls.__qualname__} has no endpoint '{name}'")
+
+
+class NotAnEndpoint:
+    """``mesh.method`` for a method of the actor class not marked
+    ``@endpoint``: calling it is an error that says what to do;
+    ``as_endpoint(mesh.method)`` makes an endpoint of it (as in Monarch)."""
+
+    def __init__(self, mesh: Any, name: str):
+        self._mesh = mesh
+        self._name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        cls = getattr(self._mesh, "_class", None)
+        raise RuntimeError(
+            f"{getattr(cls, '__qualname__', '?')}.{self._name} is not an endpoint: mark it "
+            f"@endpoint, or call it as one with as_endpoint(mesh.{self._name}).call(...)")
+
+    def __getattr__(self, adverb: str) -> Any:
+        if adverb.startswith("__"):
+            raise AttributeError(adverb)
+        raise AttributeError(
+            f"'{self._name}' is not an endpoint (no @endpoint): use "
+            f"as_endpoint(mesh.{self._name}).{adverb}(...)")
+
+    def __repr__(self) -> str:
+        return f"<NotAnEndpoint {self._name}>"

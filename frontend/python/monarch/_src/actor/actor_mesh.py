@@ -23,7 +23,8 @@ from ..common.pickling import dumps, loads
 from ..mesh.view import MeshView
 from . import context
 from . import procs as procs_mod
-from .actor import EndpointProperty, endpoint_names, endpoint_property
+from .actor import EndpointProperty, NotAnEndpoint, endpoint_names, endpoint_property
+from .stream import in_arrival_order
 from .tensor_engine import engine
 from .value_mesh import ValueMesh
 
@@ -165,11 +166,13 @@ class ActorMesh:
             mesh._proc_mesh = self._proc_mesh.slice(**coords)
         return mesh
 
-    def __getattr__(self, name: str) -> "Endpoint":
+    def __getattr__(self, name: str) -> Any:
         endpoints = self.__dict__.get("_endpoints", set())
         if name in endpoints:
             return Endpoint(self, name)
         cls = self.__dict__.get("_class")
+        if cls is not None and not name.startswith("__") and callable(getattr(cls, name, None)):
+            return NotAnEndpoint(self, name)  # for as_endpoint(mesh.method)
         raise AttributeError(
             f"actor mesh '{self.__dict__.get('_name')}' of {getattr(cls, '__qualname__', '?')} "
             f"has no endpoint '{name}'")
@@ -306,24 +309,14 @@ class Endpoint:
             except RuntimeError as e:
                 raise SupervisionError(str(e), self._mesh._name, -1) from None
 
-    def stream(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
-        """Every actor; yields the values as they arrive."""
+    def stream(self, *args: Any, **kwargs: Any) -> Iterator[Future[Any]]:
+        """Every actor; yields one Future per actor, as Monarch does: the k-th
+        completes with the k-th reply to arrive (``[f.get() for f in ...]``,
+        or ``await f``)."""
         frames = self._frames(args, kwargs)
-        futures = [self._one(f) for h, _ in self._mesh._plan()
+        replies = [self._one(f) for h, _ in self._mesh._plan()
                    for f in h.stream(self._name, frames, 0)]
-
-        def gen() -> Iterator[Any]:
-            pending = list(futures)
-            while pending:
-                ready = [f for f in pending if f.done()]
-                if not ready:
-                    pending[0]._resolve(0.005)
-                    continue
-                for f in ready:
-                    pending.remove(f)
-                    yield f.get()
-
-        return gen()
+        return iter(in_arrival_order(replies))
 
     def rref(self, *args: Any, **kwargs: Any) -> Any:
         """Every actor, on distributed tensors: each actor's endpoint gets its

@@ -1,7 +1,8 @@
 """The running actor's context: which actor, where in its mesh.
 
 Set by the worker around every constructor, endpoint and ``__supervise__``
-call (contextvars, so an endpoint's asyncio tasks see it too).
+call (contextvars, so an endpoint's asyncio tasks see it too). Monarch's API
+over it -- ``context()``, ``current_rank()``, ... -- is in ``current.py``.
 """
 
 from __future__ import annotations
@@ -48,19 +49,3 @@ class entered:
     def __exit__(self, *exc: Any) -> None:
         _current_instance.reset(self._tokens[1])
         _current.reset(self._tokens[0])
-
-
-def current_rank() -> Dict[str, int]:
-    """Inside an actor: its coordinates in its actor mesh ({"gpu": 1})."""
-    ctx = _current.get()
-    if ctx is None:
-        raise RuntimeError("current_rank() is only valid inside an actor's constructor or endpoint")
-    return dict(ctx["point"])
-
-
-def current_size() -> Dict[str, int]:
-    """Inside an actor: the sizes of its actor mesh ({"gpu": 4})."""
-    ctx = _current.get()
-    if ctx is None:
-        raise RuntimeError("current_size() is only valid inside an actor's constructor or endpoint")
-    return dict(ctx["sizes"])

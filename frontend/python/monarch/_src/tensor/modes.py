@@ -54,7 +54,8 @@ def pop_mesh() -> None:
 
 
 def any_active() -> bool:
-    return bool(_mesh_stack)
+    """Some mesh is active (``no_mesh.activate()`` pushes None: none is)."""
+    return active_mesh() is not None
 
 
 class _Thread(threading.local):

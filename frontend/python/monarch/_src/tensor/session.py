@@ -231,6 +231,11 @@ class Session:
     def stop(self) -> None:
         live_sessions.discard(self)
         if self._backend is not None:
+            # What is issued afterwards fails at once, never waits for
+            # workers that are gone.
+            if self.dead is None:
+                self.dead = SupervisionError(
+                    "the mesh is stopped (ProcMesh.stop()): nothing can run on it")
             try:
                 if self.stream is not None:
                     stream, self.stream = self.stream, None
@@ -389,10 +394,10 @@ class Session:
         """Issues one instruction (any kind); returns its id (0 when nothing
         runs: a session without workers). ``types``: (ref, dtype code, shape)
         of the refs it defines, recorded while tracing."""
-        if self.stream is None:
-            return 0
         if self.dead is not None:
             raise self.dead
+        if self.stream is None:
+            return 0
         try:
             return self.stream.raw(inst.SerializeToString(),
                                    list(types) if self.recording is not None else [])

@@ -188,6 +188,9 @@ class SimBackend:
         if kind == "call_recording":
             self._call_recording(inst)
             return
+        if kind == "loop":
+            self._loop(inst)
+            return
         if kind == "reduce":
             self._reduce(inst)
             return
@@ -225,6 +228,42 @@ class SimBackend:
         for rank in ranks:
             for r in locals_:
                 self.refs[rank].pop(r, None)
+
+    def _loop(self, inst: "plan.Instruction") -> None:
+        """``trips`` calls of the recording (plan.proto's Loop): carried
+        values threaded through fresh locals, the induction tensor made on
+        its mesh's ranks each trip; the results bind the last trip's."""
+        loop = inst.loop
+        carried = list(loop.carried)
+        if loop.trips == 0:
+            for rank in self.refs:
+                for r, c in zip(loop.results, carried):
+                    if c in self.refs[rank]:
+                        self.refs[rank][r] = self.refs[rank][c]
+            return
+        for k in range(loop.trips):
+            induction = []
+            for ind in loop.induction:
+                ref = self._next_local
+                self._next_local -= 1
+                for rank in self._ranks(ind.mesh):
+                    self.refs[rank][ref] = torch.tensor(loop.lower + k * loop.step)
+                induction.append(ref)
+            last = k == loop.trips - 1
+            results = list(loop.results) if last else []
+            if not last:
+                for _ in carried:
+                    results.append(self._next_local)
+                    self._next_local -= 1
+            call = plan.Instruction(id=inst.id, mesh=0, stream=0, location=inst.location)
+            call.call_recording.recording = loop.recording
+            call.call_recording.actuals.extend(carried + list(loop.captured) + induction)
+            call.call_recording.results.extend(results)
+            self._call_recording(call)
+            for rank in self.refs:
+                for r in induction + ([c for c in carried if c < 0] if k > 0 else []):
+                    self.refs[rank].pop(r, None)
+            carried = results
 
     def _call_op(self, rank: int, inst: "plan.Instruction") -> None:
         call = inst.call_op

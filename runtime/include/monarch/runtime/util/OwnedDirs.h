@@ -48,15 +48,17 @@ inline uint64_t pidNamespaceId() {
 }
 
 /// "$TMPDIR/monarch-<what>-p<ns>.<pid>-XXXXXX" for mkdtemp ("monarch-p..."
-/// without `what`). Falls back to /tmp when $TMPDIR would make Unix socket
-/// paths inside it too long (108 bytes).
-inline std::string ownedDirTemplate(const std::string &what) {
+/// without `what`). A directory that will hold Unix sockets falls back to
+/// /tmp when $TMPDIR would make their paths too long (108 bytes); others
+/// (a compile's scratch files) stay in $TMPDIR whatever its length.
+inline std::string ownedDirTemplate(const std::string &what,
+                                    bool holdsSockets = true) {
   const char *base = std::getenv("TMPDIR");
   std::string dir = base && *base ? base : "/tmp";
   std::string name = "monarch-" + (what.empty() ? "" : what + "-") + "p" +
                      std::to_string(pidNamespaceId()) + "." +
                      std::to_string(::getpid()) + "-XXXXXX";
-  if (dir.size() + name.size() > 72)
+  if (holdsSockets && dir.size() + name.size() > 72)
     dir = "/tmp";
   return dir + "/" + name;
 }

@@ -1,0 +1,102 @@
+"""Monarch's helpers around endpoints: ``Accumulator``, ``as_endpoint`` and
+``concurrent_endpoint`` (docs/python.md, "Monarch compatibility")."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, Generic, Optional, TypeVar
+
+from ..common.future import Future, gather
+from .actor import EndpointProperty, NotAnEndpoint, endpoint
+from .actor_mesh import Endpoint
+from .tensor_engine import engine
+
+__all__ = ["Accumulator", "as_endpoint", "concurrent_endpoint"]
+
+A = TypeVar("A")
+R = TypeVar("R")
+
+
+class Accumulator(Generic[A, R]):
+    """``Accumulator(mesh.value, 0, operator.add).accumulate(*args)``: a
+    Future of ``combine(...combine(combine(identity, r0), r1)..., rN)`` over
+    the replies of every actor of the endpoint's mesh, in the order they
+    arrive (``endpoint.stream``)."""
+
+    def __init__(self, endpoint: Endpoint, identity: A, combine: Callable[[A, R], A]):
+        if not isinstance(endpoint, Endpoint):
+            raise TypeError(f"Accumulator takes an endpoint of an actor mesh "
+                            f"(mesh.method), got {endpoint!r}")
+        self._endpoint = endpoint
+        self._identity = identity
+        self._combine = combine
+
+    def accumulate(self, *args: Any, **kwargs: Any) -> Future[A]:
+        replies = list(self._endpoint.stream(*args, **kwargs))
+        return gather(replies, lambda values: functools.reduce(
+            self._combine, values, self._identity))
+
+
+class _MethodEndpoint(Endpoint):
+    """``as_endpoint(mesh.method)``: the adverbs of a method not marked
+    ``@endpoint``; ``rref`` shapes its results with the ``propagate`` given."""
+
+    def __init__(self, mesh: Any, name: str, prop: EndpointProperty):
+        super().__init__(mesh, name)
+        self._prop = prop
+
+    def rref(self, *args: Any, **kwargs: Any) -> Any:
+        mesh = self._mesh
+        mesh._check_alive()
+        if not mesh._state.beside_tensor_workers:
+            raise NotImplementedError(
+                f"rref on '{mesh._name}': its actors are not beside the tensor workers; spawn "
+                "them on a mesh made with this_host().spawn_procs(..., tensor_worker='python') "
+                "(backend 'c')")
+        return engine().rref(mesh, self._name, self._prop, args, kwargs)
+
+
+def as_endpoint(method: Any, *, propagate: Any = None,
+                explicit_response_port: bool = False) -> Endpoint:
+    """``as_endpoint(mesh.method).call(...)``: call a method of the actors
+    that is not marked ``@endpoint`` with the adverbs; ``propagate`` as for
+    ``@endpoint`` (for ``rref``)."""
+    if explicit_response_port:
+        raise NotImplementedError(
+            "as_endpoint(..., explicit_response_port=True): endpoints that answer through a "
+            "Port are not supported (docs/python.md, \"Monarch compatibility\")")
+    if not isinstance(method, NotAnEndpoint):
+        raise ValueError(f"as_endpoint takes a method of a spawned actor mesh that is not "
+                         f"an @endpoint (mesh.method), got {method!r}")
+    mesh, name = method._mesh, method._name
+    fn = getattr(mesh._class, name)
+    return _MethodEndpoint(mesh, name, EndpointProperty(fn, propagate))
+
+
+def concurrent_endpoint(method: Optional[Callable] = None, *, propagate: Any = None,
+                        explicit_response_port: bool = False, instrument: bool = True) -> Any:
+    """``@concurrent_endpoint`` on an ``async def`` method: an endpoint.
+
+    Differs from Monarch: Monarch starts the body as an asyncio task and lets
+    the actor take its next message at the body's first ``await``; here the
+    actor runs it to completion first, like any endpoint (one message at a
+    time per actor), so a body that waits for a later message to the same
+    actor waits forever. ``instrument`` (Monarch's tracing spans) has no
+    effect."""
+    del instrument  # no tracing spans here
+
+    def deco(fn: Callable) -> Any:
+        if isinstance(fn, EndpointProperty):
+            raise ValueError("concurrent_endpoint does not wrap @endpoint; give the endpoint "
+                             "options to @concurrent_endpoint")
+        if not inspect.iscoroutinefunction(fn):
+            raise ValueError("concurrent_endpoint can only wrap async endpoints "
+                             f"('{getattr(fn, '__name__', fn)}' is not async def)")
+        if explicit_response_port:
+            raise NotImplementedError(
+                "concurrent_endpoint(explicit_response_port=True): endpoints that answer "
+                "through a Port are not supported (docs/python.md, \"Monarch compatibility\")")
+        return endpoint(fn, propagate=propagate)
+
+    return deco(method) if method is not None else deco

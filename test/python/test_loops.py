@@ -1,0 +1,141 @@
+"""``monarch.range``: the step number as a tensor on the mesh; a traced loop is
+one loop instruction, whatever its number of steps (docs/python.md "Loops")."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any, List
+
+import pytest
+import torch
+import torch.nn as nn
+
+import monarch
+
+import programs
+from conftest import require_monarch_opt
+
+
+def looped_ddp(backend: str, device: str = "cpu", steps: int = 5) -> List[Any]:
+    """Data-parallel training whose batch and learning rate are functions of
+    the step tensor (make_batch(step), an lr schedule); the loss of every
+    step and the parameters after the loop are fetched."""
+    mesh = programs._spawn(backend, {"dp": 2})
+    with mesh.activate():
+        r = mesh.rank("dp")
+        x0 = (torch.arange(8.0, device=device).reshape(2, 4) + r * 8) / 32
+        y = (torch.arange(6.0, device=device).reshape(2, 3) + r * 6) / 24
+        model = nn.Linear(4, 3, device=device)
+        programs._init_deterministic(model, 0, device)
+        params = list(model.parameters())
+        for step in monarch.range(steps):
+            x = x0 * (1 + step / 10)
+            lr = 0.5 / (1 + step)
+            loss = ((model(x) - y) ** 2).mean()
+            grads = list(monarch.grad_generator(loss, list(reversed(params))))
+            for g in grads:
+                g.reduce_("dp", "avg")
+            with torch.no_grad():
+                for p, g in zip(reversed(params), grads):
+                    p -= lr * g
+        out = [monarch.inspect(p, dp=k) for p in params for k in range(2)]
+        out.append(monarch.inspect(loss, dp=0))  # the last step's
+    programs._release(mesh)
+    return out
+
+
+def looped_ddp_local(steps: int = 5) -> List[torch.Tensor]:
+    X = torch.arange(16.0).reshape(4, 4) / 32
+    Y = torch.arange(12.0).reshape(4, 3) / 24
+    model = nn.Linear(4, 3)
+    programs._init_deterministic(model, 0)
+    params = list(model.parameters())
+    losses = []
+    for k in range(steps):
+        x = X * (1 + k / 10)
+        lr = 0.5 / (1 + k)
+        per_rank = [((model(x[2 * i:2 * i + 2]) - Y[2 * i:2 * i + 2]) ** 2).mean()
+                    for i in range(2)]
+        grads = torch.autograd.grad(sum(per_rank) / 2, params)
+        losses.append(per_rank[0].detach())
+        with torch.no_grad():
+            for p, g in zip(params, grads):
+                p -= lr * g
+    return [p.detach().clone() for p in params for _ in range(2)] + [losses[-1]]
+
+
+def _close(got: List[Any], want: List[torch.Tensor]) -> None:
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        assert torch.allclose(a.cpu().to(torch.float32), b, rtol=1e-5, atol=1e-6), (a, b)
+
+
+def test_range_yields_the_step_as_a_tensor(backend, device):
+    mesh = programs._spawn(backend, {"gpu": 2})
+    with mesh.activate():
+        seen = [monarch.inspect(s, gpu=1) for s in monarch.range(2, 11, 4)]
+    programs._release(mesh)
+    assert [int(v) for v in seen] == [2, 6, 10]
+    assert all(v.dtype == torch.int64 and v.dim() == 0 for v in seen)
+
+
+def test_eager_loop_matches_local_torch(backend, device):
+    _close(looped_ddp(backend, device, steps=4), looped_ddp_local(4))
+
+
+@pytest.mark.parametrize("steps", [1, 2, 6])
+def test_traced_loop_runs_as_the_eager_one(steps, device):
+    require_monarch_opt()
+    tr = monarch.trace(looped_ddp, "sim", device, steps)
+    text = tr.to_mlir()
+    assert text.count("scf.for") == (1 if steps > 2 else 0), text
+    _close(tr.run(backend="c"), looped_ddp_local(steps))
+    _close(tr.run(backend="sim"), looped_ddp_local(steps))
+
+
+def test_traced_plan_does_not_grow_with_the_steps(device):
+    require_monarch_opt()
+    small = monarch.trace(looped_ddp, "sim", device, 10)
+    large = monarch.trace(looped_ddp, "sim", device, 10000)
+    # The trace, the IR and the plan: the same but for the trip count.
+    assert abs(len(small.traced) - len(large.traced)) <= 4
+    assert small.to_mlir().count("scf.for") == large.to_mlir().count("scf.for") == 1
+    a, b = len(small.to_plan()), len(large.to_plan())
+    assert abs(a - b) < 0.01 * min(a, b), (a, b)
+
+
+def test_a_body_that_changes_is_unrolled_with_one_warning(device):
+    require_monarch_opt()
+
+    def growing(backend: str, device: str) -> List[Any]:
+        mesh = programs._spawn(backend, {"gpu": 2})
+        with mesh.activate():
+            acc = torch.zeros(3, device=device)
+            extra = []
+            for step in monarch.range(4):
+                extra.append(torch.ones(3, device=device))  # one more tensor each step
+                acc = acc + step * sum(extra)
+            out = [monarch.inspect(acc, gpu=0)]
+        programs._release(mesh)
+        return out
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tr = monarch.trace(growing, "sim", device)
+    assert sum("monarch.range" in str(w.message) for w in caught) == 1
+    assert "scf.for" not in tr.to_mlir()
+    want = torch.zeros(3)
+    for k in range(4):
+        want = want + k * (k + 1)
+    _close(tr.run(backend="c"), [want])
+    _close(growing("sim", device), [want])
+
+
+def test_range_misuse_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="needs a mesh"):
+        list(monarch.range(3))
+    with pytest.raises(TypeError, match="1 to 3 ints"):
+        monarch.range(1.5)
+    with pytest.raises(ValueError, match="positive"):
+        monarch.range(0, 4, -1)
