@@ -4,18 +4,23 @@
 //
 //  * In the controller it drives the actor runtime (MonarchRuntime only; no
 //    tensor engine): spawn_procs() starts a proc mesh whose workers are
-//    Python processes (`python3 .../monarch/_src/bootstrap.py`, through a launcher
-//    script since the local launcher execs a path without arguments), Procs
-//    spawns actor meshes of the generic C++ class "monarch.PythonActor", and
-//    Actors sends the adverbs. Every value crosses as a list of raw frames:
+//    Python processes (`python3 .../monarch/_src/bootstrap.py`, through a
+//    launcher script since the local launcher execs a path without arguments),
+//    Procs spawns actor meshes of the generic C++ class "monarch.PythonActor",
+//    and Actors sends the adverbs. Every value crosses as a list of raw frames:
 //    frame 0 is a pickle, the others its out-of-band buffers (pickle protocol
 //    5), each one Blob payload on the wire.
 //
 //  * In a worker, importing the module registers "monarch.PythonActor" and
 //    run_worker() serves (monarch::runWorker with the GIL released). The
-//    actor's constructor and its single endpoint "call" take the GIL and call
-//    monarch._src.actor.worker.construct / invoke, which unpickle the class, the
-//    arguments, run the Python method and pickle the result.
+//    actor's constructor and its endpoint "call" run on the actor's own
+//    thread (ActorThread) and call monarch._src.actor.worker.construct /
+//    invoke, which unpickle the class, the arguments, run the Python method
+//    and pickle the result; its endpoint "where" answers the proc's address.
+//
+//  * Meshes passed between processes: attach_procs() and
+//    Procs.attach_actors() make handles on procs and actor meshes another
+//    process spawned (references; docs/python.md, "Meshes as values").
 //
 // Blocking calls release the GIL; no callback ever takes the GIL on the io
 // thread (await is served from a Python thread).
@@ -36,9 +41,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
-#include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -92,9 +97,9 @@ struct EventLog {
 };
 
 /// Supervision events waiting for this process's Python dispatcher thread
-/// (monarch._src.actor.supervision), which runs the owner's __supervise__: the runtime's
-/// hooks run on the io thread and may neither block nor take the GIL, so they
-/// only queue. kind is "runtime" (a proc died or an actor stopped) or
+/// (monarch._src.actor.supervision), which runs the owner's __supervise__: the
+/// runtime's hooks run on the io thread and may neither block nor take the GIL,
+/// so they only queue. kind is "runtime" (a proc died or an actor stopped) or
 /// "escalated" (an owning actor below did not handle an event).
 struct QueuedEvent {
   std::string procs;
@@ -265,8 +270,7 @@ public:
     }
     if (!r->ok())
       throw std::runtime_error("asking the procs of '" + mesh.name() +
-                               "' where they listen: " +
-                               r->status().message());
+                               "' where they listen: " + r->status().message());
     std::vector<std::string> out;
     for (const auto &a : r->value())
       out.push_back(a);
@@ -371,23 +375,24 @@ public:
   /// each, the actor mesh shaped `shape`). Calls reach the actors directly;
   /// their failures stay their owner's to handle (this handle only sees them
   /// as errors of its calls).
-  PyActors attachActors(const std::string &name,
-                        const std::vector<int64_t> &procRanks,
-                        const std::vector<std::pair<std::string, int64_t>>
-                            &shape) const {
+  PyActors attachActors(
+      const std::string &name, const std::vector<int64_t> &procRanks,
+      const std::vector<std::pair<std::string, int64_t>> &shape) const {
     if (!attached)
-      throw std::runtime_error("attach_actors needs procs made by attach_procs");
+      throw std::runtime_error(
+          "attach_actors needs procs made by attach_procs");
     auto root = monarch::mesh::MeshView::root(shape);
     if (!root.ok())
       throw py::value_error(root.error().message);
     if (static_cast<size_t>(root->size()) != procRanks.size())
-      throw py::value_error("attach_actors: " + std::to_string(procRanks.size()) +
-                            " proc ranks for an actor mesh of " +
-                            std::to_string(root->size()));
+      throw py::value_error(
+          "attach_actors: " + std::to_string(procRanks.size()) +
+          " proc ranks for an actor mesh of " + std::to_string(root->size()));
     std::vector<uint32_t> ranks;
     for (int64_t r : procRanks) {
       if (r < 0 || static_cast<size_t>(r) >= attached->slots.size())
-        throw py::value_error("attach_actors: no proc rank " + std::to_string(r));
+        throw py::value_error("attach_actors: no proc rank " +
+                              std::to_string(r));
       ranks.push_back(static_cast<uint32_t>(r));
     }
     auto state = std::make_shared<monarch::ActorMeshState>(
@@ -605,7 +610,8 @@ void escalate(const std::string &addr, int64_t port, const std::string &mesh,
 // -- The actor class served by Python workers --------------------------------
 
 std::string pythonErrorText(py::error_already_set &e) {
-  // monarch._src.actor.worker raises errors whose str() is the formatted traceback.
+  // monarch._src.actor.worker raises errors whose str() is the formatted
+  // traceback.
   try {
     return py::str(e.value()).cast<std::string>();
   } catch (...) {
@@ -717,7 +723,8 @@ private:
 
 class PythonActor : public monarch::Actor {
 public:
-  explicit PythonActor(Frames frames) : thread(std::make_unique<ActorThread>()) {
+  explicit PythonActor(Frames frames)
+      : thread(std::make_unique<ActorThread>()) {
     const auto &ctx = context();
     std::string mesh = ctx.mesh, procId = ctx.procId;
     int64_t rank = ctx.rank, procRank = ctx.procRank;
@@ -851,11 +858,12 @@ PYBIND11_MODULE(_actors, m) {
   // launcher scripts): inside this directory they are removed on every
   // exit path, SIGTERM and SIGKILL included (runtime/util/OwnedDirs.h).
   // In a worker, the worker's own runtime's (removed before it exits).
-  m.def("private_dir",
-        [] { return monarch::Runtime::ofProcess().privateDir(); },
-        "the runtime's private directory, removed however the process ends");
-  m.def("enable_liveness_events", [] { livenessEvents = true; },
-        "queue unresponsive/responsive events with those kinds");
+  m.def(
+      "private_dir", [] { return monarch::Runtime::ofProcess().privateDir(); },
+      "the runtime's private directory, removed however the process ends");
+  m.def(
+      "enable_liveness_events", [] { livenessEvents = true; },
+      "queue unresponsive/responsive events with those kinds");
   m.def("escalate", &escalate, py::arg("addr"), py::arg("port"),
         py::arg("mesh"), py::arg("rank"), py::arg("reason"));
   m.def("is_worker_process", &monarch::isWorkerProcess);

@@ -181,7 +181,8 @@ class ProcMesh:
         the level of the root logger of the actor workers already started
         (those started later keep Python's default)."""
         if aggregate_window_sec is not None and aggregate_window_sec < 0:
-            raise ValueError(f"aggregate_window_sec must be >= 0 or None, got {aggregate_window_sec}")
+            raise ValueError(
+                f"aggregate_window_sec must be >= 0 or None, got {aggregate_window_sec}")
         if not isinstance(level, int):
             raise TypeError(f"level takes a logging level (an int), got {type(level).__name__}")
         self._root.logging = {"stream_to_client": bool(stream_to_client),
