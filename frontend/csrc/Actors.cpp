@@ -4,18 +4,23 @@
 //
 //  * In the controller it drives the actor runtime (MonarchRuntime only; no
 //    tensor engine): spawn_procs() starts a proc mesh whose workers are
-//    Python processes (`python3 .../monarch/_src/bootstrap.py`, through a launcher
-//    script since the local launcher execs a path without arguments), Procs
-//    spawns actor meshes of the generic C++ class "monarch.PythonActor", and
-//    Actors sends the adverbs. Every value crosses as a list of raw frames:
+//    Python processes (`python3 .../monarch/_src/bootstrap.py`, through a
+//    launcher script since the local launcher execs a path without arguments),
+//    Procs spawns actor meshes of the generic C++ class "monarch.PythonActor",
+//    and Actors sends the adverbs. Every value crosses as a list of raw frames:
 //    frame 0 is a pickle, the others its out-of-band buffers (pickle protocol
 //    5), each one Blob payload on the wire.
 //
 //  * In a worker, importing the module registers "monarch.PythonActor" and
 //    run_worker() serves (monarch::runWorker with the GIL released). The
-//    actor's constructor and its single endpoint "call" take the GIL and call
-//    monarch._src.actor.worker.construct / invoke, which unpickle the class, the
-//    arguments, run the Python method and pickle the result.
+//    actor's constructor and its endpoint "call" run on the actor's own
+//    thread (ActorThread) and call monarch._src.actor.worker.construct /
+//    invoke, which unpickle the class, the arguments, run the Python method
+//    and pickle the result; its endpoint "where" answers the proc's address.
+//
+//  * Meshes passed between processes: attach_procs() and
+//    Procs.attach_actors() make handles on procs and actor meshes another
+//    process spawned (references; docs/python.md, "Meshes as values").
 //
 // Blocking calls release the GIL; no callback ever takes the GIL on the io
 // thread (await is served from a Python thread).
@@ -24,6 +29,7 @@
 
 #include "monarch/runtime/Monarch.h"
 #include "monarch/runtime/host/HostMesh.h"
+#include "monarch/runtime/proc/MeshState.h"
 #include "monarch/runtime/proc/Port.h"
 #include "monarch/runtime/proc/Runtime.h"
 #include "monarch/runtime/proc/Worker.h"
@@ -35,11 +41,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -89,9 +97,9 @@ struct EventLog {
 };
 
 /// Supervision events waiting for this process's Python dispatcher thread
-/// (monarch._src.actor.supervision), which runs the owner's __supervise__: the runtime's
-/// hooks run on the io thread and may neither block nor take the GIL, so they
-/// only queue. kind is "runtime" (a proc died or an actor stopped) or
+/// (monarch._src.actor.supervision), which runs the owner's __supervise__: the
+/// runtime's hooks run on the io thread and may neither block nor take the GIL,
+/// so they only queue. kind is "runtime" (a proc died or an actor stopped) or
 /// "escalated" (an owning actor below did not handle an event).
 struct QueuedEvent {
   std::string procs;
@@ -250,6 +258,25 @@ public:
     }
     return out;
   }
+  /// The listen address of each actor's proc, in rank order (the "where"
+  /// endpoint of monarch.PythonActor); what a reference to the mesh that
+  /// travels to another process needs.
+  std::vector<std::string> addrs(int64_t timeoutMs) const {
+    std::optional<monarch::Expected<monarch::ValueMesh<std::string>>> r;
+    {
+      py::gil_scoped_release release;
+      r.emplace(mesh.call<std::string>("where").get(
+          std::chrono::milliseconds(std::max<int64_t>(timeoutMs, 0))));
+    }
+    if (!r->ok())
+      throw std::runtime_error("asking the procs of '" + mesh.name() +
+                               "' where they listen: " + r->status().message());
+    std::vector<std::string> out;
+    for (const auto &a : r->value())
+      out.push_back(a);
+    return out;
+  }
+
   void broadcast(const std::string &method, const py::sequence &frames,
                  int64_t flags) const {
     Frames args = fromPy(frames);
@@ -299,7 +326,7 @@ monarch::SupervisionHook queueingHook(std::shared_ptr<EventLog> log,
 /// they did not handle, as [mesh, rank, reason].
 std::shared_ptr<monarch::Port> escalationPort(std::string key) {
   return std::make_shared<monarch::Port>(
-      monarch::Runtime::global(),
+      monarch::Runtime::ofProcess(),
       [key](monarch::proto::Value &&value, monarch::PayloadList &&payloads) {
         std::vector<std::string> fields;
         try {
@@ -325,9 +352,11 @@ public:
   /// `hookActors`: the proc mesh's own hook belongs to someone else (the
   /// tensor controller), so each spawned actor mesh gets the queueing hook.
   PyProcs(monarch::ProcMesh mesh, std::shared_ptr<EventLog> log,
-          std::shared_ptr<monarch::Port> port, std::string key, bool hookActors)
+          std::shared_ptr<monarch::Port> port, std::string key, bool hookActors,
+          std::shared_ptr<monarch::ProcMeshState> attached = nullptr)
       : mesh(std::move(mesh)), log(std::move(log)), port(std::move(port)),
-        key(std::move(key)), hookActors(hookActors) {}
+        key(std::move(key)), hookActors(hookActors),
+        attached(std::move(attached)) {}
 
   std::string name() const { return mesh.name(); }
   std::vector<std::pair<std::string, int64_t>> shape() const {
@@ -338,7 +367,38 @@ public:
   PyProcs slice(const std::string &dim, int64_t start, int64_t stop,
                 int64_t step) const {
     return PyProcs(sliced(mesh, dim, start, stop, step), log, port, key,
-                   hookActors);
+                   hookActors, attached);
+  }
+
+  /// On procs attached from a reference (attach_procs): the actor mesh
+  /// `name` that another process spawned on the procs `procRanks` (one actor
+  /// each, the actor mesh shaped `shape`). Calls reach the actors directly;
+  /// their failures stay their owner's to handle (this handle only sees them
+  /// as errors of its calls).
+  PyActors attachActors(
+      const std::string &name, const std::vector<int64_t> &procRanks,
+      const std::vector<std::pair<std::string, int64_t>> &shape) const {
+    if (!attached)
+      throw std::runtime_error(
+          "attach_actors needs procs made by attach_procs");
+    auto root = monarch::mesh::MeshView::root(shape);
+    if (!root.ok())
+      throw py::value_error(root.error().message);
+    if (static_cast<size_t>(root->size()) != procRanks.size())
+      throw py::value_error(
+          "attach_actors: " + std::to_string(procRanks.size()) +
+          " proc ranks for an actor mesh of " + std::to_string(root->size()));
+    std::vector<uint32_t> ranks;
+    for (int64_t r : procRanks) {
+      if (r < 0 || static_cast<size_t>(r) >= attached->slots.size())
+        throw py::value_error("attach_actors: no proc rank " +
+                              std::to_string(r));
+      ranks.push_back(static_cast<uint32_t>(r));
+    }
+    auto state = std::make_shared<monarch::ActorMeshState>(
+        attached, name, std::move(ranks), 1u, *root);
+    attached->addActorMesh(state);
+    return PyActors(monarch::ActorMesh(state, *root));
   }
 
   /// Spawns "monarch.PythonActor" on every proc of the view.
@@ -390,7 +450,67 @@ private:
   std::shared_ptr<monarch::Port> port;
   std::string key;
   bool hookActors;
+  /// Set on procs attached from a reference (the spawner holds the procs).
+  std::shared_ptr<monarch::ProcMeshState> attached;
 };
+
+/// A proc mesh that another process spawned, reached at `addrs` (one per
+/// rank of its root, row-major `shape`): what a ProcMesh or ActorMesh
+/// passed to an actor (or returned from one) becomes in the receiving
+/// process. Casts, slices and spawns go straight to the procs, as from the
+/// spawner's handle; stop() only retires this handle (the spawner owns the
+/// procs); a lost connection fails the rank here. Events are queued under
+/// `key` (the Python side decides whose they are).
+PyProcs attachProcs(const std::string &name,
+                    const std::vector<std::pair<std::string, int64_t>> &shape,
+                    const std::vector<std::string> &addrs,
+                    const std::string &key) {
+  auto root = monarch::mesh::MeshView::root(shape);
+  if (!root.ok())
+    throw py::value_error(root.error().message);
+  if (static_cast<size_t>(root->size()) != addrs.size())
+    throw py::value_error("attach_procs: " + std::to_string(addrs.size()) +
+                          " addresses for a mesh of " +
+                          std::to_string(root->size()));
+  monarch::Runtime &rt = monarch::Runtime::ofProcess();
+  auto state = std::make_shared<monarch::ProcMeshState>(rt, name, *root);
+  {
+    std::lock_guard<std::mutex> guard(state->mu);
+    state->slots.resize(addrs.size());
+    for (size_t r = 0; r < addrs.size(); ++r) {
+      auto &slot = state->slots[r];
+      slot.addr = addrs[r];
+      slot.ready = !addrs[r].empty();
+      slot.alive = !addrs[r].empty();
+      if (addrs[r].empty())
+        slot.failure = "not reachable from this process";
+    }
+  }
+  auto log = std::make_shared<EventLog>();
+  state->setHook(queueingHook(log, key));
+  std::weak_ptr<monarch::ProcMeshState> weak = state;
+  for (size_t r = 0; r < addrs.size(); ++r) {
+    if (addrs[r].empty())
+      continue;
+    uint32_t rank = static_cast<uint32_t>(r);
+    std::optional<monarch::Expected<std::shared_ptr<monarch::transport::Link>>>
+        link;
+    {
+      py::gil_scoped_release release;
+      link.emplace(rt.link(addrs[r]));
+    }
+    if (!link->ok()) {
+      state->procFailed(rank, "unreachable (" + link->status().message() + ")");
+      continue;
+    }
+    (**link)->onClose([weak, rank](const monarch::Status &why) {
+      if (auto st = weak.lock())
+        st->procFailed(rank, "connection lost (" + why.message() + ")");
+    });
+  }
+  return PyProcs(monarch::ProcMesh(state, *root), std::move(log),
+                 escalationPort(key), key, true, state);
+}
 
 /// Without `hosts` on this machine; with a "monarch.HostMesh" capsule (from
 /// monarch._C, meshes across hosts) through its agents: then `shape`'s first
@@ -490,7 +610,8 @@ void escalate(const std::string &addr, int64_t port, const std::string &mesh,
 // -- The actor class served by Python workers --------------------------------
 
 std::string pythonErrorText(py::error_already_set &e) {
-  // monarch._src.actor.worker raises errors whose str() is the formatted traceback.
+  // monarch._src.actor.worker raises errors whose str() is the formatted
+  // traceback.
   try {
     return py::str(e.value()).cast<std::string>();
   } catch (...) {
@@ -498,29 +619,141 @@ std::string pythonErrorText(py::error_already_set &e) {
   }
 }
 
-class PythonActor : public monarch::Actor {
+/// The one thread that runs every call of one Python actor, its
+/// constructor included, with one Python thread state for the actor's life:
+/// thread-local state set in __init__ stays visible to the endpoints
+/// (Monarch's rule), and an async endpoint's event loop is the actor's own.
+/// The runtime's thread that delivers a call waits for it (the GIL
+/// released), so the actor still handles one message at a time.
+bool pythonUsable() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsInitialized() && !Py_IsFinalizing();
+#else
+  return Py_IsInitialized() && !_Py_IsFinalizing();
+#endif
+}
+
+class ActorThread {
 public:
-  explicit PythonActor(Frames frames) {
-    py::gil_scoped_acquire gil;
-    try {
-      const auto &ctx = context();
-      py::dict c;
-      c["mesh"] = ctx.mesh;
-      c["rank"] = ctx.rank;
-      c["proc_rank"] = ctx.procRank;
-      c["proc_id"] = ctx.procId;
-      py::object made = py::module_::import("monarch._src.actor.worker")
-                            .attr("construct")(toPy(frames), c);
-      instance = std::make_unique<py::object>(std::move(made));
-    } catch (py::error_already_set &e) {
-      throw std::runtime_error(pythonErrorText(e));
+  ActorThread() : worker([this] { loop(); }) {}
+  ~ActorThread() {
+    {
+      std::lock_guard<std::mutex> guard(mu);
+      exiting = true;
+      // An interpreter that is finalizing must not be entered again: the
+      // thread then ends without Python (its thread state is leaked).
+      withoutPython = !pythonUsable();
+    }
+    cv.notify_all();
+    if (std::this_thread::get_id() == worker.get_id())
+      worker.detach();
+    else if (withoutPython)
+      worker.detach();
+    else {
+      // Never wait for the thread with the GIL held: it needs it to end.
+      if (PyGILState_Check()) {
+        py::gil_scoped_release release;
+        worker.join();
+      } else {
+        worker.join();
+      }
     }
   }
-  ~PythonActor() override {
-    if (instance && Py_IsInitialized()) {
-      py::gil_scoped_acquire gil;
-      instance.reset();
+
+  /// Runs `job` (which must not throw) on the thread with the GIL; returns
+  /// once it ran. From the thread itself it runs at once.
+  void run(const std::function<void()> &job) {
+    if (std::this_thread::get_id() == worker.get_id()) {
+      job();
+      return;
     }
+    auto done = std::make_shared<bool>(false);
+    {
+      std::lock_guard<std::mutex> guard(mu);
+      jobs.push_back({&job, done});
+    }
+    cv.notify_all();
+    std::unique_lock<std::mutex> lock(mu);
+    doneCv.wait(lock, [&] { return *done; });
+  }
+
+private:
+  struct Job {
+    const std::function<void()> *fn;
+    std::shared_ptr<bool> done;
+  };
+
+  void loop() {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyThreadState *state = PyEval_SaveThread();
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return exiting || !jobs.empty(); });
+        if (jobs.empty()) {
+          if (withoutPython)
+            return;
+          break;
+        }
+        job = jobs.front();
+        jobs.pop_front();
+      }
+      PyEval_RestoreThread(state);
+      (*job.fn)();
+      state = PyEval_SaveThread();
+      {
+        std::lock_guard<std::mutex> guard(mu);
+        *job.done = true;
+      }
+      doneCv.notify_all();
+    }
+    PyEval_RestoreThread(state);
+    PyGILState_Release(gil);
+  }
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::condition_variable doneCv;
+  std::deque<Job> jobs;
+  bool exiting = false;
+  bool withoutPython = false;
+  std::thread worker; // last: started once the rest is ready
+};
+
+class PythonActor : public monarch::Actor {
+public:
+  explicit PythonActor(Frames frames)
+      : thread(std::make_unique<ActorThread>()) {
+    const auto &ctx = context();
+    std::string mesh = ctx.mesh, procId = ctx.procId;
+    int64_t rank = ctx.rank, procRank = ctx.procRank;
+    std::string error;
+    thread->run([&] {
+      try {
+        py::dict c;
+        c["mesh"] = mesh;
+        c["rank"] = rank;
+        c["proc_rank"] = procRank;
+        c["proc_id"] = procId;
+        py::object made = py::module_::import("monarch._src.actor.worker")
+                              .attr("construct")(toPy(frames), c);
+        instance = std::make_unique<py::object>(std::move(made));
+      } catch (py::error_already_set &e) {
+        error = pythonErrorText(e);
+      } catch (const std::exception &e) {
+        error = e.what();
+      }
+    });
+    if (!error.empty())
+      throw std::runtime_error(error);
+  }
+  ~PythonActor() override {
+    if (instance && pythonUsable())
+      thread->run([&] { instance.reset(); });
+    else
+      (void)instance.release(); // no interpreter to drop it in
+    thread.reset();
   }
 
   /// Runs `method` of the Python object. The reply is always a pickle (an
@@ -528,18 +761,31 @@ public:
   /// the flags say the call has no reply (broadcast): then the exception is
   /// raised here, which stops the actor and reports it to the owner.
   Frames call(std::string method, Frames frames, int64_t flags) {
-    py::gil_scoped_acquire gil;
-    try {
-      py::object out =
-          py::module_::import("monarch._src.actor.worker")
-              .attr("invoke")(*instance, method, toPy(frames), flags);
-      return fromPy(py::reinterpret_borrow<py::sequence>(out));
-    } catch (py::error_already_set &e) {
-      throw std::runtime_error(pythonErrorText(e));
-    }
+    Frames reply;
+    std::string error;
+    thread->run([&] {
+      try {
+        py::object out =
+            py::module_::import("monarch._src.actor.worker")
+                .attr("invoke")(*instance, method, toPy(frames), flags);
+        reply = fromPy(py::reinterpret_borrow<py::sequence>(out));
+      } catch (py::error_already_set &e) {
+        error = pythonErrorText(e);
+      } catch (const std::exception &e) {
+        error = e.what();
+      }
+    });
+    if (!error.empty())
+      throw std::runtime_error(error);
+    return reply;
   }
 
+  /// The address this actor's proc listens on (references to meshes that
+  /// travel to other processes carry it).
+  std::string where() { return monarch::Runtime::ofProcess().addr(); }
+
 private:
+  std::unique_ptr<ActorThread> thread;
   std::unique_ptr<py::object> instance;
 };
 
@@ -547,6 +793,7 @@ const bool registered = [] {
   return monarch::ActorClass<PythonActor>("monarch.PythonActor")
       .constructor<Frames>()
       .endpoint("call", &PythonActor::call)
+      .endpoint("where", &PythonActor::where)
       .install();
 }();
 
@@ -581,7 +828,8 @@ PYBIND11_MODULE(_actors, m) {
       .def("call_one", &PyActors::callOne)
       .def("choose", &PyActors::choose)
       .def("stream", &PyActors::stream)
-      .def("broadcast", &PyActors::broadcast);
+      .def("broadcast", &PyActors::broadcast)
+      .def("addrs", &PyActors::addrs, py::arg("timeout_ms"));
 
   py::class_<PyProcs>(m, "Procs")
       .def_property_readonly("name", &PyProcs::name)
@@ -592,6 +840,8 @@ PYBIND11_MODULE(_actors, m) {
       .def("pids", &PyProcs::pids)
       .def("events", &PyProcs::events)
       .def("supervision_port", &PyProcs::supervisionPort)
+      .def("attach_actors", &PyProcs::attachActors, py::arg("name"),
+           py::arg("proc_ranks"), py::arg("shape"))
       .def("stop", &PyProcs::stop);
 
   m.def("spawn_procs", &spawnProcs, py::arg("shape"), py::arg("name"),
@@ -601,16 +851,19 @@ PYBIND11_MODULE(_actors, m) {
         py::arg("hosts") = py::none());
   m.def("procs_from_capsule", &procsFromCapsule, py::arg("capsule"),
         py::arg("key"));
+  m.def("attach_procs", &attachProcs, py::arg("name"), py::arg("shape"),
+        py::arg("addrs"), py::arg("key"));
   m.def("next_supervision_event", &nextSupervisionEvent, py::arg("timeout_ms"));
   // Files of the controller that must not outlive it (the Python workers'
   // launcher scripts): inside this directory they are removed on every
   // exit path, SIGTERM and SIGKILL included (runtime/util/OwnedDirs.h).
   // In a worker, the worker's own runtime's (removed before it exits).
-  m.def("private_dir",
-        [] { return monarch::Runtime::ofProcess().privateDir(); },
-        "the runtime's private directory, removed however the process ends");
-  m.def("enable_liveness_events", [] { livenessEvents = true; },
-        "queue unresponsive/responsive events with those kinds");
+  m.def(
+      "private_dir", [] { return monarch::Runtime::ofProcess().privateDir(); },
+      "the runtime's private directory, removed however the process ends");
+  m.def(
+      "enable_liveness_events", [] { livenessEvents = true; },
+      "queue unresponsive/responsive events with those kinds");
   m.def("escalate", &escalate, py::arg("addr"), py::arg("port"),
         py::arg("mesh"), py::arg("rank"), py::arg("reason"));
   m.def("is_worker_process", &monarch::isWorkerProcess);

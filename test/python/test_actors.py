@@ -123,6 +123,10 @@ class BadInit(Actor):
     def __init__(self):
         raise RuntimeError("cannot construct")
 
+    @endpoint
+    def get(self):
+        return None
+
 
 class Owner(Actor):
     """Spawns a child actor mesh from an endpoint and owns it."""
@@ -312,9 +316,15 @@ def test_endpoint_exception_raises_actor_error_and_actor_survives(counters):
     assert counters.get.call().get().values() == [5, 5, 5, 5]
 
 
-def test_constructor_error_fails_spawn(procs):
-    with pytest.raises(RuntimeError, match="cannot construct"):
-        procs.spawn("bad_init", BadInit)
+def test_constructor_error_is_a_supervision_error_at_the_calls(procs, monkeypatch):
+    import monarch.actor
+
+    reached = []
+    monkeypatch.setattr(monarch.actor, "unhandled_fault_hook", reached.append)
+    bad = procs.spawn("bad_init", BadInit)  # Monarch's rule: spawn returns the mesh
+    with pytest.raises(SupervisionError, match="cannot construct"):
+        bad.slice(host=0, gpu=0).get.call_one().get(timeout=30)
+    wait_until(lambda: len(reached) == 4, 15, "an event per rank")
 
 
 def test_dead_process_raises_supervision_error_and_other_slices_work():

@@ -29,8 +29,8 @@ def test_spawn_procs_kwargs_and_errors():
         this_host().spawn_procs({"gpu": 0}, backend="sim")
     with pytest.raises(TypeError, match="'gpu' must have an int size, got str"):
         this_host().spawn_procs({"gpu": "2"}, backend="sim")
-    with pytest.raises(ValueError):
-        this_host().spawn_procs({}, backend="sim")
+    # No per-host shape: one proc per host (Monarch's spawn_procs()).
+    assert this_host().spawn_procs({}, backend="sim").sizes == {"hosts": 1}
     with pytest.raises(TypeError):
         this_host().spawn_procs({"gpu": "8"}, backend="sim")
 

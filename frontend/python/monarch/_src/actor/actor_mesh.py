@@ -10,6 +10,8 @@ supervision and death detection are the runtime's.
 
 from __future__ import annotations
 
+import itertools
+import os
 import pickle
 import re
 import sys
@@ -19,6 +21,7 @@ from ..common.errors import ActorError, SupervisionError
 from ..common.future import Future, HandleSource, gather
 from ..common.pickling import dumps, loads
 from ..mesh.view import MeshView
+from . import context
 from . import procs as procs_mod
 from .actor import EndpointProperty, NotAnEndpoint, endpoint_names, endpoint_property
 from .stream import in_arrival_order
@@ -43,13 +46,23 @@ def _raise_status(code: str, message: str, endpoint: str) -> None:
                      f"{code}: {message}")
 
 
+def _exited(mesh: str, rank: int, reason: str) -> str:
+    """A failed actor's SupervisionError text: ours ("actor mesh 'm' rank r
+    failed") and Monarch's ("Actor ... exited because of the following
+    reason"), so that either's patterns match."""
+    where = f"actor mesh '{mesh}'" + (f" rank {rank}" if rank >= 0 else "")
+    actor = f"{mesh}[{rank}]" if rank >= 0 else mesh
+    return (f"supervision: {where} failed: Actor {actor} exited because of the following "
+            f"reason: {reason}")
+
+
 def _unpack_reply(frames: List[Any], endpoint: str) -> Any:
     reply = loads(frames)
     if reply[0] == "ok":
         return reply[1]
     if reply[0] == "stopped":  # the actor failed an unhandled supervision event
         _, mesh, rank, reason = reply
-        raise SupervisionError(f"supervision: actor mesh '{mesh}' rank {rank} failed: {reason}",
+        raise SupervisionError(_exited(mesh, rank, reason),
                                mesh, rank)
     _, exc, tb, where = reply
     raise ActorError(where, exc, tb)
@@ -71,24 +84,41 @@ def spawn(proc_mesh: Any, name: str, actor_class: type, *args: Any, **kwargs: An
     # Classes of the controller's __main__ travel by value (common.pickling).
     payload = dumps((actor_class, args, kwargs))
     addr, port = state.procs.supervision_port()
+    # On procs reached through a reference, others spawn too: the runtime's
+    # name of the mesh is made unique (Monarch's names are unique as well).
+    cname = f"{name}@{os.getpid()}.{next(_spawn_serial)}" if state.attached else name
     header = {
-        "mesh": name,
+        "mesh": cname,
         "owner_port": (addr, port),
         "names": list(view.names),
         "sizes": list(view.sizes),
         "ranks": ranks,
         "sys_path": [p for p in sys.path if p],
+        "log_level": proc_mesh._root.logging.get("level"),
     }
     frames = [pickle.dumps(header, protocol=5)] + payload
-    handle = handle_procs.spawn(name, frames)
+    handle = handle_procs.spawn(cname, frames)
+    state.meshes.append(handle)
+    state.handles[cname] = handle
+    owner = context.current_instance()
+    state.owners[cname] = owner
+    if state.attached and state.owner is None:
+        state.owner = owner  # proc failures under what it spawned reach it
     mesh = ActorMesh(state, name, actor_class, handle, ranks, view)
     mesh._proc_mesh = proc_mesh
     return mesh
 
 
+_spawn_serial = itertools.count(1)
+
+
 class ActorMesh:
     """The actors of one ``spawn``, or a slice of them. ``mesh.endpoint`` is an
-    :class:`Endpoint` with the adverbs."""
+    :class:`Endpoint` with the adverbs.
+
+    A mesh pickles to a reference (``__reduce__``): passed to an actor's
+    endpoint or constructor, or returned from one, it messages the same
+    actors from the receiving process."""
 
     def __init__(self, state: procs_mod.ActorProcs, name: str, actor_class: type, root: Any,
                  root_ranks: List[int], view: MeshView):
@@ -96,7 +126,9 @@ class ActorMesh:
         self._name = name
         self._class = actor_class
         self._root = root  # C++ Actors of the whole spawn
+        self._cname = root.name  # the runtime's name of the mesh (events, failures)
         self._root_shape = [tuple(x) for x in root.shape()]
+        self._root_ranks = list(root_ranks)
         self._position = {r: i for i, r in enumerate(root_ranks)}
         self._view = view
         self._targets: Optional[List[Tuple[Any, List[int]]]] = None
@@ -148,6 +180,10 @@ class ActorMesh:
     def __repr__(self) -> str:
         return f"<ActorMesh '{self._name}' {self._class.__qualname__} {self._view.shape_string()}>"
 
+    def __reduce__(self) -> Any:
+        return (_rebuild_actor_mesh, (self._state.ref(), self._cname, self._name, self._class,
+                                      self._root_ranks, self._root_shape, self._view))
+
     # -- messaging ---------------------------------------------------------------
     def _plan(self) -> List[Tuple[Any, List[int]]]:
         """C++ handles covering this view: one box, else one per rank."""
@@ -167,18 +203,51 @@ class ActorMesh:
                 self._targets = targets
         return self._targets
 
+    # -- lifecycle -----------------------------------------------------------------
+    @property
+    def initialized(self) -> Future[None]:
+        """Monarch's ``await mesh.initialized``: completed, since ``spawn``
+        returns once every constructor has run (a constructor that raised is
+        a supervision event, not an error here)."""
+        return Future.ready(None)
+
+    def stop(self) -> Future[None]:
+        """Stops every actor of the spawned mesh (slices included; other actor
+        meshes on the same procs live on): later calls raise SupervisionError.
+        A Future that completes once the actors have stopped."""
+        state = self._state
+        if state.stopped or self._cname in state.stopped_meshes:
+            return Future.ready(None)
+        state.stopped_meshes[self._cname] = "stopped by ActorMesh.stop()"
+        try:
+            handle = self._root.call("__monarch_stop__", dumps(((), {})), 0)
+        except Exception as e:  # noqa: BLE001 - delivered by get()
+            return Future.failed(e)
+        return Future(HandleSource(handle, lambda out: None))
+
     def _check_alive(self) -> None:
         if self._state.stopped:
             raise SupervisionError(f"actor mesh '{self._name}': its procs were stopped",
                                    self._name, -1)
-        failed = self._state.failed.get(self._name)
+        stopped = self._state.stopped_meshes.get(self._cname)
+        if stopped is not None:
+            raise SupervisionError(_exited(self._cname, -1, stopped), self._cname, -1)
+        failed = self._state.failed.get(self._cname)
         if failed:
             for r in self._view.ranks():
                 position = self._position[r]
                 if position in failed:
-                    raise SupervisionError(
-                        f"supervision: actor mesh '{self._name}' rank {position} failed: "
-                        f"{failed[position]}", self._name, position)
+                    raise SupervisionError(_exited(self._cname, position, failed[position]),
+                                           self._cname, position)
+
+
+def _rebuild_actor_mesh(ref: procs_mod.ProcsRef, cname: str, name: str, actor_class: type,
+                        root_ranks: List[int], root_shape: List[Tuple[str, int]],
+                        view: MeshView) -> ActorMesh:
+    """An ActorMesh from its reference, in the process that unpickles it."""
+    state = procs_mod.from_ref(ref)
+    handle = state.actor_handle(cname, root_ranks, root_shape)
+    return ActorMesh(state, name, actor_class, handle, root_ranks, view)
 
 
 class Endpoint:

@@ -9,8 +9,10 @@ per rank (``procs.py``). Views -- ``rename``, ``split``, ``slice``,
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from ..common.future import Future
 from ..mesh.view import MeshView
 from . import actor_mesh, procs
 from .tensor_engine import engine
@@ -20,11 +22,15 @@ class Root:
     """What the views of one ``spawn_procs`` share: the shape and the tensor
     session (the tensor engine's; None while tracing without workers)."""
 
-    __slots__ = ("shape", "session", "__weakref__")
+    __slots__ = ("shape", "session", "stopped", "logging", "__weakref__")
 
     def __init__(self, shape: List[Tuple[str, int]], session: Any):
         self.shape = shape
         self.session = session
+        self.stopped = False
+        # What logging_option last asked for (docs/python.md, "Lifecycle");
+        # empty until it is called (the workers keep Python's defaults).
+        self.logging: Dict[str, Any] = {}
 
 
 class ProcMesh:
@@ -137,19 +143,54 @@ class ProcMesh:
     def spawn(self, name: str, actor_class: Any, *args: Any, **kwargs: Any) -> Any:
         """``procs.spawn("trainers", Trainer, *args)``: one actor per rank of this
         view, on the mesh's actor worker processes (docs/python.md "Actors")."""
+        if self._root.stopped:
+            raise RuntimeError(f"spawning '{name}': `ProcMesh` has already been stopped")
         return actor_mesh.spawn(self, name, actor_class, *args, **kwargs)
 
-    def stop(self) -> None:
-        """Stops the mesh's worker processes (root meshes): tensor workers and
-        the actor workers started by ``spawn``."""
-        if self._parent is None:
+    def stop(self) -> "Future[None]":
+        """Stops the mesh's worker processes -- tensor workers and the actor
+        workers started by ``spawn`` -- and returns a completed Future
+        (``await procs.stop()`` / ``procs.stop().get()``, as Monarch's).
+        Stopping twice does nothing; so does stopping a view (slice, split,
+        ...): only the mesh ``spawn_procs`` returned stops its processes."""
+        root = self._root
+        if root.stopped or self._parent is not None:
+            return Future.ready(None)
+        root.stopped = True
+        try:
             # Actor workers first: across hosts, stopping the session detaches
             # the agents, which would kill them rather than let them stop.
             try:
                 procs.stop_actor_procs(self)
             finally:
-                if self._root.session is not None:
-                    self._root.session.stop()
+                if root.session is not None:
+                    root.session.stop()
+        except Exception as e:  # noqa: BLE001 - delivered by get()
+            return Future.failed(e)
+        return Future.ready(None)
+
+    def logging_option(self, stream_to_client: bool = True,
+                       aggregate_window_sec: Optional[int] = 3,
+                       level: int = logging.INFO) -> "Future[None]":
+        """Monarch's log options, accepted and kept; a completed Future.
+
+        What this frontend does with them: the workers' stdout and stderr
+        always reach the controller's (each line as the process wrote it),
+        ``stream_to_client=False`` included; lines are not aggregated
+        (``aggregate_window_sec`` is kept, never applied); ``level`` sets
+        the level of the root logger of the actor workers already started
+        (those started later keep Python's default)."""
+        if aggregate_window_sec is not None and aggregate_window_sec < 0:
+            raise ValueError(
+                f"aggregate_window_sec must be >= 0 or None, got {aggregate_window_sec}")
+        if not isinstance(level, int):
+            raise TypeError(f"level takes a logging level (an int), got {type(level).__name__}")
+        self._root.logging = {"stream_to_client": bool(stream_to_client),
+                              "aggregate_window_sec": aggregate_window_sec, "level": level}
+        state = procs.existing_procs(self)
+        if state is None or state.stopped:
+            return Future.ready(None)
+        return state.set_log_level(level)
 
     # -- identity ----------------------------------------------------------------
     def _same_mesh(self, other: "ProcMesh") -> bool:
@@ -160,6 +201,26 @@ class ProcMesh:
 
     def __repr__(self) -> str:
         return f"<ProcMesh {self._view.shape_string()} ({self._view.layout_string()})>"
+
+    def __reduce__(self) -> Any:
+        """A reference: an actor that receives the mesh spawns actors on the
+        same processes (it owns those actor meshes). Tensors need the
+        controller's session and stay there."""
+        return (_rebuild_proc_mesh, (procs.procs_for(self).ref(), self._view))
+
+
+def _rebuild_proc_mesh(ref: procs.ProcsRef, view: MeshView) -> ProcMesh:
+    """A ProcMesh from its reference, in the process that unpickles it: the
+    original mesh's root where that process spawned it, else a Root without
+    a tensor session for the attached procs."""
+    state = procs.from_ref(ref)
+    root = state.root() if state.root is not None else None
+    if root is None:
+        if state.attached_root is None:
+            state.attached_root = Root([(n, int(s)) for n, s in ref[1]], None)
+        root = state.attached_root
+        procs.adopt(ProcMesh(root, view), state)
+    return ProcMesh(root, view)
 
 
 def spawn_procs(
@@ -174,13 +235,17 @@ def spawn_procs(
 ) -> ProcMesh:
     shape_dict: Dict[str, int] = dict(per_host or {})
     shape_dict.update(sizes)
-    if not shape_dict:
-        raise ValueError("spawn_procs needs at least one dimension, e.g. {'gpu': 8}")
-    shape = list(shape_dict.items())
     if hosts is not None:  # {"hosts": N} + per_host, on the host agents
         if "hosts" in shape_dict:
             raise ValueError("'hosts' is the host mesh's dim; name per-host dims otherwise")
-        shape.insert(0, ("hosts", hosts[0]))
+        if not shape_dict:
+            raise ValueError("spawn_procs on attached hosts needs a per-host dim, e.g. {'gpu': 1}")
+        shape = [("hosts", hosts[0])] + list(shape_dict.items())
+    elif not shape_dict:
+        # Monarch's spawn_procs() with no per-host shape: one proc per host.
+        shape = [("hosts", 1)]
+    else:
+        shape = list(shape_dict.items())
     view = MeshView.root(shape)  # validates names and sizes
     session = engine().start_session(shape, backend=backend, memory_cap=memory_cap,
                                      timeout_ms=timeout_ms, tensor_worker=tensor_worker,

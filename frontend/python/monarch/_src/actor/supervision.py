@@ -73,6 +73,13 @@ def register(state: Any) -> None:
     start_dispatcher()
 
 
+def registered(name: str) -> Any:
+    """The live state registered under ``name`` in this process, or None."""
+    with _lock:
+        ref = _by_name.get(name)
+    return ref() if ref is not None else None
+
+
 def start_dispatcher() -> None:
     global _dispatcher
     with _lock:
@@ -108,13 +115,19 @@ def dispatch(procs_name: str, kind: str, event: SupervisionEvent) -> None:
     state = ref() if ref is not None else None
     if state is None or state.stopped:
         return
+    if getattr(state, "attached", False) and kind != "escalated" and not state.meshes:
+        # Procs reached through a reference, with no actors spawned from
+        # here: their failures are their spawner's to handle (calls from
+        # here raise SupervisionError all the same).
+        return
     if kind == "escalated":
         with _lock:
             state.failed.setdefault(event.mesh, {})[event.rank] = event.reason
-    if state.owner is None:
+    owner = state.owners.get(event.mesh, state.owner)
+    if owner is None:
         fault_hook()(event)
         return
-    supervise(state.owner, event)
+    supervise(owner, event)
 
 
 def supervise(instance: Any, event: SupervisionEvent) -> None:

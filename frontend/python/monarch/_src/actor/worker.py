@@ -9,6 +9,7 @@ The process itself is started by ``monarch/_src/bootstrap.py``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import pickle
 import sys
 import threading
@@ -18,6 +19,7 @@ from typing import Any, Dict, List
 from ..common import pickling
 from . import context
 from .actor import endpoint_function
+from .extension import actors
 
 # Flags of "call" (kept in step with actor_mesh.py).
 FLAG_NO_REPLY = 1
@@ -44,20 +46,39 @@ def _format_error(what: str) -> str:
     return f"{what}\n{traceback.format_exc()}"
 
 
+class Anchor:
+    """The actor spawned on every proc of a mesh the first time a reference
+    to the mesh is made: its "where" (C++) tells where each proc listens."""
+
+
+class FailedActor:
+    """What a rank holds when its actor's constructor raised: every call is
+    answered with a supervision error (the event went to the owner)."""
+
+
 def construct(frames: List[Any], ctx: Dict[str, Any]) -> Any:
     """Makes the Python actor: frames are [header, (cls, args, kwargs) pickle,
-    out-of-band buffers...] (see actor_mesh.spawn)."""
+    out-of-band buffers...] (see actor_mesh.spawn).
+
+    A constructor that raises does not fail the spawn (Monarch's rule): the
+    rank holds a :class:`FailedActor` and a supervision event goes to the
+    owner of the mesh; calls to the rank raise SupervisionError."""
+    info: Dict[str, Any] = {"mesh": ctx.get("mesh"), "rank": ctx.get("rank")}
+    instance: Any = None
     try:
         header = pickle.loads(memoryview(frames[0]))
         for entry in header.get("sys_path", []):
             if entry not in sys.path:
                 sys.path.append(entry)
-        cls, args, kwargs = pickling.loads(frames[1:])
+        level = header.get("log_level")
+        if isinstance(level, int):
+            logging.getLogger().setLevel(level)
         info = _context_info(header, ctx)
         info["owner_port"] = header.get("owner_port")
+        cls, args, kwargs = pickling.loads(frames[1:])
         instance = cls.__new__(cls)
-        # One lock per actor: endpoints (runtime threads) and __supervise__
-        # (the supervision thread) never run at the same time.
+        # One lock per actor: endpoints and __supervise__ (the supervision
+        # thread) never run at the same time.
         instance.__dict__["_monarch_lock"] = threading.RLock()
         instance.__dict__["_monarch_context"] = info
         with context.entered(instance, info):
@@ -65,10 +86,28 @@ def construct(frames: List[Any], ctx: Dict[str, Any]) -> Any:
                 instance.__init__(*args, **kwargs)
         _local_actors[str(info["mesh"])] = instance
         return instance
-    except BaseException:
-        raise WorkerError(
-            _format_error(f"constructor of actor {ctx.get('mesh')}[{ctx.get('rank')}] raised:")
-        ) from None
+    except BaseException:  # noqa: BLE001 - every failure is a supervision event
+        reason = _format_error(f"constructor of actor {info.get('mesh')}[{info.get('rank')}] "
+                               "raised:")
+    failed = FailedActor()
+    failed.__dict__.update(_monarch_lock=threading.RLock(), _monarch_context=info,
+                           _monarch_stopped=reason)
+    _report_failure(info, reason)
+    return failed
+
+
+def _report_failure(info: Dict[str, Any], reason: str) -> None:
+    """Tells the owner of the actor's mesh that this rank failed (it runs the
+    owner's ``__supervise__``, or the controller's ``unhandled_fault_hook``)."""
+    sys.stderr.write(f"monarch: actor {info.get('mesh')}[{info.get('rank')}] failed: {reason}\n")
+    owner_port = info.get("owner_port")
+    if owner_port is None:
+        return
+    try:
+        actors().escalate(owner_port[0], int(owner_port[1]), str(info.get("mesh")),
+                          int(info.get("rank", -1)), reason)
+    except Exception as e:  # noqa: BLE001 - the owner is gone: nobody to tell
+        sys.stderr.write(f"monarch: reporting the failure of {info.get('mesh')}: {e}\n")
 
 
 def _context_info(header: Dict[str, Any], ctx: Dict[str, Any]) -> Dict[str, Any]:
@@ -96,13 +135,18 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
     """Runs one endpoint; returns the frames of ("ok", value) or, for an
     exception, of ("err", exception-or-None, traceback text). With
     FLAG_NO_REPLY (broadcast) an exception is raised instead, which stops the
-    actor and reports it to its owner (supervision)."""
+    actor and reports it to its owner (supervision). A BaseException that is
+    not an Exception (Monarch's way to fail an actor on purpose) stops the
+    actor whatever the adverb: the owner gets the event and the caller a
+    supervision error."""
     info = instance.__dict__.get("_monarch_context") or {}
     lock = instance.__dict__["_monarch_lock"]
     with context.entered(instance, info):
         lock.acquire()
         try:
             stopped = instance.__dict__.get("_monarch_stopped")
+            if method in _INTERNAL:
+                return _INTERNAL[method](instance, frames, flags)
             if stopped is not None:
                 if flags & FLAG_NO_REPLY:
                     return []
@@ -115,7 +159,7 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
             if flags & FLAG_NO_REPLY:
                 return []
             return pickling.dumps(("ok", result))
-        except BaseException as e:  # noqa: BLE001 - everything goes to the caller
+        except Exception as e:  # noqa: BLE001 - everything goes to the caller
             tb = traceback.format_exc()
             where = f"{info.get('mesh')}[{info.get('rank')}].{method}"
             if flags & FLAG_NO_REPLY:
@@ -124,6 +168,14 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
                 return pickling.dumps(("err", e, tb, where))
             except Exception:  # the exception itself does not pickle
                 return pickling.dumps(("err", None, tb, where))
+        except BaseException:  # noqa: BLE001 - not an Exception: the actor fails
+            where = f"{info.get('mesh')}[{info.get('rank')}].{method}"
+            reason = f"endpoint {where} raised:\n{traceback.format_exc()}"
+            if flags & FLAG_NO_REPLY:
+                raise WorkerError(reason) from None
+            instance.__dict__["_monarch_stopped"] = reason
+            _report_failure(info, reason)
+            return pickling.dumps(("stopped", info.get("mesh"), info.get("rank"), reason))
         finally:
             lock.release()
             try:
@@ -131,6 +183,24 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
                 sys.stderr.flush()
             except Exception:
                 pass
+
+
+def _stop(instance: Any, frames: List[Any], flags: int) -> List[Any]:
+    """ActorMesh.stop(): the actor answers every later call as stopped."""
+    instance.__dict__.setdefault("_monarch_stopped", "stopped by ActorMesh.stop()")
+    _local_actors.pop(str((instance.__dict__.get("_monarch_context") or {}).get("mesh")), None)
+    return [] if flags & FLAG_NO_REPLY else pickling.dumps(("ok", None))
+
+
+def _log_level(instance: Any, frames: List[Any], flags: int) -> List[Any]:
+    """ProcMesh.logging_option(level=...): this worker's root logger level."""
+    (level,), _ = pickling.loads(frames)
+    logging.getLogger().setLevel(int(level))
+    return [] if flags & FLAG_NO_REPLY else pickling.dumps(("ok", None))
+
+
+# Calls of the frontend itself, not endpoints (they run on stopped actors too).
+_INTERNAL = {"__monarch_stop__": _stop, "__monarch_log_level__": _log_level}
 
 
 def local_actor(mesh: str) -> Any:
