@@ -600,3 +600,63 @@ def test_monarch_style_script_runs_at_top_level(tmp_path):
     assert "rank 1 {'hosts': 0/1, 'gpus': 1/2} {'hosts': 1, 'gpus': 2}" in lines
     assert "sum 1" in lines and "stream [0, 1]" in lines
     assert "first {'hosts': 0/1, 'gpus': 0/2}" in lines
+
+
+_THIS_PROC_SCRIPT = '''
+from monarch.actor import Actor, endpoint, this_proc
+
+class Counter(Actor):
+    def __init__(self, initial_value: int):
+        self.value = initial_value
+
+    @endpoint
+    def increment(self) -> None:
+        self.value += 1
+
+    @endpoint
+    def get_value(self) -> int:
+        return self.value
+
+class Errorful(Actor):
+    @endpoint
+    def say_hello(self):
+        raise Exception("I don't want to")
+
+counter = this_proc().spawn("counter", Counter, initial_value=0)
+counter.increment.broadcast()
+print("Counter value:", counter.get_value.call_one().get())
+e = this_proc().spawn("errorful", Errorful)
+try:
+    e.say_hello.call_one().get()
+except Exception:
+    print("It didn't say hello")
+print("same proc:", this_proc() is this_proc())
+'''
+
+
+@needs_actors
+def test_this_proc_spawns_actors_as_monarchs_getting_started_does(tmp_path):
+    """this_proc().spawn(...) at the top level of a script (Monarch's getting
+    started): a one-proc mesh started on first use, the same on every call."""
+    script = tmp_path / "getting_started.py"
+    script.write_text(_THIS_PROC_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, env=env, cwd=str(tmp_path))
+    assert out.returncode == 0, out.stderr[-4000:]
+    lines = out.stdout.splitlines()
+    assert "Counter value: 1" in lines
+    assert "It didn't say hello" in lines
+    assert "same proc: True" in lines
+
+
+@needs_actors
+def test_this_proc_is_replaced_once_stopped():
+    from monarch.actor import this_proc
+
+    first = this_proc()
+    assert this_proc() is first and len(first) == 1
+    first.stop().get()
+    second = this_proc()
+    assert second is not first and not second._root.stopped
+    second.stop().get()

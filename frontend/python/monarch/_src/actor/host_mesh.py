@@ -105,5 +105,18 @@ def this_host() -> HostMesh:
     return _this_host
 
 
-def this_proc() -> HostMesh:
-    return _this_host
+_this_proc: Any = None
+
+
+def this_proc() -> Any:
+    """Monarch's handle to "this process" as a proc mesh, for
+    ``this_proc().spawn(name, Actor, ...)``. Here it is a mesh of one proc
+    started on first use -- a child process of the controller, since the
+    controller's own process hosts no actors -- and the same mesh on every
+    call until it is stopped (docs/python.md, "Monarch compatibility")."""
+    global _this_proc
+    if _this_proc is None or _this_proc._root.stopped:
+        from .proc_mesh import spawn_procs
+
+        _this_proc = spawn_procs()
+    return _this_proc
