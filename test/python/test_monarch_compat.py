@@ -660,3 +660,34 @@ def test_this_proc_is_replaced_once_stopped():
     second = this_proc()
     assert second is not first and not second._root.stopped
     second.stop().get()
+
+
+def test_a_future_is_driven_as_a_coroutine():
+    """asyncio.run and create_task take only coroutines; Monarch's async
+    methods are coroutines, so a Future is one too."""
+    import asyncio
+
+    from monarch import Future
+
+    assert asyncio.iscoroutine(Future.ready(1))
+    assert asyncio.run(Future.ready(5)) == 5
+
+    async def main():
+        return await asyncio.create_task(Future.ready(7))
+
+    assert asyncio.run(main()) == 7
+    with pytest.raises(KeyError):
+        asyncio.run(Future.failed(KeyError("x")))
+
+
+@needs_actors
+def test_extents_of_host_proc_and_actor_meshes():
+    from monarch.actor import Extent, this_host
+
+    assert this_host().extent == Extent(["hosts"], [1])
+    procs = this_host().spawn_procs(per_host={"gpus": 2}, backend="sim")
+    try:
+        assert isinstance(procs.extent, Extent) and procs.extent == {"gpus": 2}
+        assert procs.extent.nelements == 2
+    finally:
+        procs.stop()

@@ -26,6 +26,7 @@ from . import procs as procs_mod
 from .actor import EndpointProperty, NotAnEndpoint, endpoint_names, endpoint_property
 from .stream import in_arrival_order
 from .tensor_engine import engine
+from .shape import Extent
 from .value_mesh import ValueMesh
 
 FLAG_NO_REPLY = 1  # kept in step with worker.py
@@ -144,7 +145,10 @@ class ActorMesh:
     def sizes(self) -> Dict[str, int]:
         return dict(zip(self._view.names, self._view.sizes))
 
-    extent = sizes
+    @property
+    def extent(self) -> Extent:
+        """The mesh's shape as Monarch's ``Extent`` (a mapping of sizes)."""
+        return Extent(list(self._view.names), list(self._view.sizes))
 
     @property
     def names(self) -> Tuple[str, ...]:

@@ -20,6 +20,13 @@ class HostMesh:
         self._hosts = hosts
         self._source = source
 
+    @property
+    def extent(self) -> Any:
+        """``{"hosts": N}`` as Monarch's ``Extent``."""
+        from .shape import Extent
+
+        return Extent(["hosts"], [self._hosts])
+
     def spawn_procs(
         self,
         per_host: Optional[Dict[str, int]] = None,

@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 from ..common.future import Future
 from ..mesh.view import MeshView
 from . import actor_mesh, procs
+from .shape import Extent
 from .tensor_engine import engine
 
 
@@ -111,8 +112,9 @@ class ProcMesh:
         return dict(zip(self._view.names, self._view.sizes))
 
     @property
-    def extent(self) -> Dict[str, int]:
-        return self.sizes
+    def extent(self) -> Extent:
+        """The mesh's shape as Monarch's ``Extent`` (a mapping of sizes)."""
+        return Extent(list(self._view.names), list(self._view.sizes))
 
     @property
     def names(self) -> Tuple[str, ...]:

@@ -125,6 +125,28 @@ class Future(Generic[T]):
         loop = asyncio.get_running_loop()
         return loop.run_in_executor(None, self.get).__await__()
 
+    # -- driven as a coroutine ---------------------------------------------------------
+    # Monarch's asynchronous methods (``ProcMesh.logging_option``, ...) are
+    # coroutines, which programs hand to ``asyncio.run`` or
+    # ``asyncio.create_task``; those take only coroutines, so a Future is one
+    # too: send/throw/close drive the iterator of its ``__await__``.
+    def _driver(self) -> Any:
+        it = self.__dict__.get("_monarch_await")
+        if it is None:
+            it = self.__dict__["_monarch_await"] = self.__await__()
+        return it
+
+    def send(self, value: Any) -> Any:
+        return self._driver().send(value)
+
+    def throw(self, *exc: Any) -> Any:
+        return self._driver().throw(*exc)
+
+    def close(self) -> None:
+        it = self.__dict__.pop("_monarch_await", None)
+        if it is not None and hasattr(it, "close"):
+            it.close()
+
     def __repr__(self) -> str:
         if not self._complete:
             return "<monarch.Future pending>"
