@@ -474,6 +474,7 @@ PyProcs attachProcs(const std::string &name,
                           std::to_string(root->size()));
   monarch::Runtime &rt = monarch::Runtime::ofProcess();
   auto state = std::make_shared<monarch::ProcMeshState>(rt, name, *root);
+  state->attached = true; // another process owns these procs
   {
     std::lock_guard<std::mutex> guard(state->mu);
     state->slots.resize(addrs.size());

@@ -203,7 +203,10 @@ void ProcMeshState::procFailed(uint32_t rank, const std::string &reason) {
   if (!report)
     return;
   std::string message = failureMessage(rank, reason);
-  log::error(message);
+  if (attached)
+    log::debug(message);
+  else
+    log::error(message);
   for (auto &m : meshes)
     m->procFailed(rank, message);
   for (auto &c : calls)

@@ -75,6 +75,11 @@ public:
   std::mutex mu;
   /// Set by spawnProcs; the heartbeat port stays open for the mesh's life.
   std::shared_ptr<LivenessMonitor> liveness;
+  /// A handle to procs another process spawned and owns (a mesh passed to
+  /// an actor): their end -- their owner stopping them, usually -- is the
+  /// owner's to report, so a lost connection here is logged at debug
+  /// level; the handle's calls still fail with a supervision error.
+  bool attached = false;
   uint64_t heartbeatPort = 0;
 
 private:
