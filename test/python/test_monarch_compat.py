@@ -691,3 +691,43 @@ def test_extents_of_host_proc_and_actor_meshes():
         assert procs.extent.nelements == 2
     finally:
         procs.stop()
+
+
+_SPMD_TRAIN = '''
+import os, sys
+import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(t)
+out = sys.argv[1]
+with open(os.path.join(out, f"rank{os.environ['RANK']}"), "w") as f:
+    f.write(" ".join([os.environ["RANK"], os.environ["LOCAL_RANK"], os.environ["WORLD_SIZE"],
+                      os.environ["LOCAL_WORLD_SIZE"], os.environ["GROUP_RANK"], str(t.item())]))
+dist.destroy_process_group()
+'''
+
+
+@needs_actors
+def test_spmd_actor_runs_a_torch_distributed_script(tmp_path):
+    """SPMDActor gives each actor torchrun's environment and runs an
+    unchanged torch.distributed script, one copy per proc (Monarch's
+    spmd_ddp example, with Gloo)."""
+    from monarch.actor import this_host
+    from monarch.spmd import SPMDActor
+
+    script = tmp_path / "train.py"
+    script.write_text(_SPMD_TRAIN)
+    procs = this_host().spawn_procs(per_host={"hosts": 2, "gpus": 2})
+    try:
+        actors = procs.spawn("_SPMDActor", SPMDActor)
+        first = dict.fromkeys(procs._labels, 0)
+        addr, port = actors.slice(**first).get_host_port.call_one(None).get()
+        assert actors.main.call(addr, port, [str(script), str(tmp_path)]).get().values() \
+            == [True] * 4
+    finally:
+        procs.stop()
+    rows = sorted((tmp_path / f"rank{r}").read_text().split() for r in range(4))
+    # rank, local rank, world, local world, group rank, sum of rank + 1
+    assert rows == [["0", "0", "4", "2", "0", "10.0"], ["1", "1", "4", "2", "0", "10.0"],
+                    ["2", "0", "4", "2", "1", "10.0"], ["3", "1", "4", "2", "1", "10.0"]]

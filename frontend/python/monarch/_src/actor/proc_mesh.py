@@ -117,6 +117,11 @@ class ProcMesh:
         return Extent(list(self._view.names), list(self._view.sizes))
 
     @property
+    def _labels(self) -> List[str]:
+        # Monarch's own examples read this private name (spmd_ddp.py).
+        return list(self._view.names)
+
+    @property
     def names(self) -> Tuple[str, ...]:
         return tuple(self._view.names)
 
