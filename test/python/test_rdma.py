@@ -84,6 +84,11 @@ def owner():
 def test_backend_is_the_tcp_fallback(owner):
     assert backend() == "tcp"
     assert owner.backend.call_one().get(30) == "tcp"
+    # Monarch's names for the same facts.
+    from monarch.rdma import get_rdma_backend, is_ibverbs_available, is_rdma_available
+
+    assert get_rdma_backend() == "tcp"
+    assert is_rdma_available() and not is_ibverbs_available()
 
 
 def test_controller_reads_and_writes_an_actors_tensor(owner):

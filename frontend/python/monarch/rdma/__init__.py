@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
-from .._src.rdma.buffer import RDMABuffer, RDMAError, backend, submit
+from .._src.rdma.buffer import (RDMABuffer, RDMAError, backend, get_rdma_backend,
+                                is_ibverbs_available, is_rdma_available, submit)
 
-__all__ = ["RDMABuffer", "RDMAError", "backend", "submit"]
+__all__ = ["RDMABuffer", "RDMAError", "backend", "get_rdma_backend", "is_ibverbs_available",
+           "is_rdma_available", "submit"]

@@ -52,6 +52,22 @@ def backend() -> str:
     return _rdma.backend()
 
 
+def get_rdma_backend() -> str:
+    """Monarch's name for :func:`backend`."""
+    return backend()
+
+
+def is_rdma_available() -> bool:
+    """Whether buffers can be read and written here (by ibverbs or the TCP
+    fallback); False when MONARCH_RDMA_BACKEND=none."""
+    return backend() != "none"
+
+
+def is_ibverbs_available() -> bool:
+    """Whether transfers go through an RDMA device (ibverbs), not TCP."""
+    return backend() == "ibverbs"
+
+
 def _memory(obj: Any, *, for_write: bool) -> Tuple[int, int, bool]:
     """(address, bytes, read_only) of a tensor or buffer, or a clear error."""
     try:
