@@ -336,7 +336,8 @@ InstructionStream::endBody(int64_t id, const std::vector<int64_t> &results,
   return ended;
 }
 
-Expected<int64_t> InstructionStream::loop(const plan::Loop &loop) {
+Expected<int64_t> InstructionStream::appendOnRoot(
+    const std::function<void(plan::Instruction &)> &fill) {
   bool full = false;
   int64_t id;
   {
@@ -347,7 +348,7 @@ Expected<int64_t> InstructionStream::loop(const plan::Loop &loop) {
     id = inst->id();
     inst->set_mesh(0);
     inst->set_stream(0);
-    *inst->mutable_loop() = loop;
+    fill(*inst);
     full = noteAppendedLocked();
   }
   if (full)
@@ -356,32 +357,23 @@ Expected<int64_t> InstructionStream::loop(const plan::Loop &loop) {
   return id;
 }
 
+Expected<int64_t> InstructionStream::loop(const plan::Loop &loop) {
+  return appendOnRoot(
+      [&](plan::Instruction &inst) { *inst.mutable_loop() = loop; });
+}
+
 Expected<int64_t>
 InstructionStream::callRecording(int64_t recording,
                                  const std::vector<int64_t> &actuals,
                                  const std::vector<int64_t> &results) {
-  bool full = false;
-  int64_t id;
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    if (Status s = errorLocked(); !s.isOk())
-      return s;
-    plan::Instruction *inst = append(lock);
-    id = inst->id();
-    inst->set_mesh(0);
-    inst->set_stream(0);
-    plan::CallRecording *call = inst->mutable_call_recording();
+  return appendOnRoot([&](plan::Instruction &inst) {
+    plan::CallRecording *call = inst.mutable_call_recording();
     call->set_recording(recording);
     for (int64_t a : actuals)
       call->add_actuals(a);
     for (int64_t r : results)
       call->add_results(r);
-    full = noteAppendedLocked();
-  }
-  if (full)
-    if (Status s = flush(); !s.isOk())
-      return s;
-  return id;
+  });
 }
 
 Expected<int64_t> InstructionStream::op(int64_t templateId, int64_t mesh,

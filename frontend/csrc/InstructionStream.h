@@ -236,6 +236,10 @@ private:
   std::vector<Placed> deferredDeletes;
   void releaseDeferredLocked(const std::unordered_set<int64_t> &keep,
                              std::vector<Placed> *orphans);
+  /// Appends an instruction of mesh 0 and stream 0 (the body's instructions
+  /// name their own) that `fill` completes; its id.
+  Expected<int64_t>
+  appendOnRoot(const std::function<void(plan::Instruction &)> &fill);
 };
 
 } // namespace monarch::frontend

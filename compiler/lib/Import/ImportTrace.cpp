@@ -467,6 +467,18 @@ private:
     SmallVector<const MeshInfo *> formalMeshes, resultMeshes;
   };
   std::map<int64_t, RecordingInfo> recordings;
+  /// Ref `ref` as actual #k of a call of recording `id` (a call_recording or
+  /// a loop): of the formal's type, on its mesh.
+  FailureOr<Value> useActual(const plan::Instruction &inst,
+                             const RecordingInfo &rec, int64_t id, size_t k,
+                             int64_t ref);
+  /// Checks the refs a call of `rec` binds: distinct, new, of the function's
+  /// result types.
+  LogicalResult declareResults(const plan::Instruction &inst,
+                               RecordingInfo &rec, ArrayRef<int64_t> results);
+  /// Binds them to `values`, on the meshes of the function's results.
+  void defineResults(const plan::Instruction &inst, const RecordingInfo &rec,
+                     ArrayRef<int64_t> results, ValueRange values);
   /// The entry function (recordings' functions go before it).
   func::FuncOp entryFunc;
   /// While a body is imported: its recording, its formals, and the caller's
@@ -1793,27 +1805,48 @@ TraceImporter::importCallRecording(const plan::Instruction &inst) {
     return failure();
   SmallVector<Value> operands{*root};
   for (auto [k, a] : llvm::enumerate(call.actuals())) {
-    FailureOr<Value> actual = use(a, inst);
+    FailureOr<Value> actual = useActual(inst, rec, call.recording(), k, a);
     if (failed(actual))
       return failure();
-    Type formal = rec.argTypes[k + 1];
-    if (actual->getType() != formal)
-      return error(inst) << "actual #" << k << " (ref " << a << ") is "
-                         << actual->getType() << " but formal #" << k
-                         << " of recording " << call.recording() << " is "
-                         << formal;
-    const MeshInfo *want = rec.formalMeshes[k];
-    if (const MeshInfo *have = meshOfValue(*actual);
-        want && have && have->view != want->view)
-      return error(inst) << "actual #" << k << " (ref " << a << ") lives on ["
-                         << have->view.layoutString() << "] but formal #" << k
-                         << " of recording " << call.recording() << " on ["
-                         << want->view.layoutString()
-                         << "] (its body's instructions name their meshes)";
     operands.push_back(*actual);
   }
-  for (auto [k, r] : llvm::enumerate(call.results())) {
-    if (llvm::is_contained(ArrayRef(call.results().data(), k), r))
+  ArrayRef<int64_t> bound(call.results().data(), call.results_size());
+  if (failed(declareResults(inst, rec, bound)))
+    return failure();
+  auto op = func::CallOp::create(b, opLoc(inst), rec.func, operands);
+  if (failed(verifyNew(op, inst)))
+    return failure();
+  defineResults(inst, rec, bound, op.getResults());
+  return success();
+}
+
+FailureOr<Value> TraceImporter::useActual(const plan::Instruction &inst,
+                                          const RecordingInfo &rec, int64_t id,
+                                          size_t k, int64_t ref) {
+  FailureOr<Value> actual = use(ref, inst);
+  if (failed(actual))
+    return failure();
+  Type formal = rec.argTypes[k + 1];
+  if (actual->getType() != formal)
+    return error(inst) << "actual #" << k << " (ref " << ref << ") is "
+                       << actual->getType() << " but formal #" << k
+                       << " of recording " << id << " is " << formal;
+  const MeshInfo *want = rec.formalMeshes[k];
+  if (const MeshInfo *have = meshOfValue(*actual);
+      want && have && have->view != want->view)
+    return error(inst) << "actual #" << k << " (ref " << ref << ") lives on ["
+                       << have->view.layoutString() << "] but formal #" << k
+                       << " of recording " << id << " on ["
+                       << want->view.layoutString()
+                       << "] (its body's instructions name their meshes)";
+  return actual;
+}
+
+LogicalResult TraceImporter::declareResults(const plan::Instruction &inst,
+                                            RecordingInfo &rec,
+                                            ArrayRef<int64_t> results) {
+  for (auto [k, r] : llvm::enumerate(results)) {
+    if (llvm::is_contained(results.take_front(k), r))
       return error(inst) << "names ref " << r << " twice among its results";
     if (failed(checkNewRef(r, inst)))
       return failure();
@@ -1822,14 +1855,17 @@ TraceImporter::importCallRecording(const plan::Instruction &inst) {
     if (failed(newRefType(r, inst, type.getLocal())))
       return failure();
   }
-  auto op = func::CallOp::create(b, opLoc(inst), rec.func, operands);
-  if (failed(verifyNew(op, inst)))
-    return failure();
-  for (auto [k, r] : llvm::enumerate(call.results())) {
-    define(r, op.getResult(k), inst);
-    valueMeshes[op.getResult(k)] = rec.resultMeshes[k];
-  }
   return success();
+}
+
+void TraceImporter::defineResults(const plan::Instruction &inst,
+                                  const RecordingInfo &rec,
+                                  ArrayRef<int64_t> results,
+                                  ValueRange values) {
+  for (auto [k, r] : llvm::enumerate(results)) {
+    define(r, values[k], inst);
+    valueMeshes[values[k]] = rec.resultMeshes[k];
+  }
 }
 
 // A loop (plan.proto's Loop: `trips` calls of a recording, values carried
@@ -1882,28 +1918,10 @@ LogicalResult TraceImporter::importLoop(const plan::Instruction &inst) {
     return failure();
 
   // Operands in the recording's order, checked against its formals.
-  auto check = [&](size_t k, Value actual, int64_t ref) -> LogicalResult {
-    Type formal = rec.argTypes[k + 1];
-    if (actual.getType() != formal)
-      return error(inst) << "formal #" << k << " of recording "
-                         << loop.recording() << " is " << formal
-                         << " but the loop gives it " << actual.getType()
-                         << (ref >= 0 ? " (ref " + std::to_string(ref) + ")"
-                                      : std::string(" (an induction tensor)"));
-    const MeshInfo *want = rec.formalMeshes[k];
-    if (const MeshInfo *have = meshOfValue(actual);
-        want && have && have->view != want->view)
-      return error(inst) << "ref " << ref << " lives on ["
-                         << have->view.layoutString() << "] but formal #" << k
-                         << " of recording " << loop.recording() << " on ["
-                         << want->view.layoutString()
-                         << "] (its body's instructions name their meshes)";
-    return success();
-  };
   SmallVector<Value> init, capturedValues;
   for (auto [k, r] : llvm::enumerate(loop.carried())) {
-    FailureOr<Value> v = use(r, inst);
-    if (failed(v) || failed(check(k, *v, r)))
+    FailureOr<Value> v = useActual(inst, rec, loop.recording(), k, r);
+    if (failed(v))
       return failure();
     if (rec.func.getResultTypes()[k] != v->getType())
       return error(inst) << "carries ref " << r << " of type " << v->getType()
@@ -1913,8 +1931,8 @@ LogicalResult TraceImporter::importLoop(const plan::Instruction &inst) {
     init.push_back(*v);
   }
   for (auto [k, r] : llvm::enumerate(loop.captured())) {
-    FailureOr<Value> v = use(r, inst);
-    if (failed(v) || failed(check(carried + k, *v, r)))
+    FailureOr<Value> v = useActual(inst, rec, loop.recording(), carried + k, r);
+    if (failed(v))
       return failure();
     capturedValues.push_back(*v);
   }
@@ -1933,15 +1951,9 @@ LogicalResult TraceImporter::importLoop(const plan::Instruction &inst) {
                          << rec.argTypes[carried + captured + k + 1];
     inductionMeshes.emplace_back(*mesh, type);
   }
-  for (auto [k, r] : llvm::enumerate(loop.results())) {
-    if (llvm::is_contained(ArrayRef(loop.results().data(), k), r))
-      return error(inst) << "names ref " << r << " twice among its results";
-    if (failed(checkNewRef(r, inst)))
-      return failure();
-    auto type = cast<DTensorType>(rec.func.getResultTypes()[k]);
-    if (failed(newRefType(r, inst, type.getLocal())))
-      return failure();
-  }
+  ArrayRef<int64_t> bound(loop.results().data(), loop.results_size());
+  if (failed(declareResults(inst, rec, bound)))
+    return failure();
 
   Location loc = opLoc(inst);
   auto index = [&](int64_t v) -> Value {
@@ -1976,10 +1988,7 @@ LogicalResult TraceImporter::importLoop(const plan::Instruction &inst) {
   }
   if (failed(verifyNew(forOp, inst)))
     return failure();
-  for (auto [k, r] : llvm::enumerate(loop.results())) {
-    define(r, forOp.getResult(k), inst);
-    valueMeshes[forOp.getResult(k)] = rec.resultMeshes[k];
-  }
+  defineResults(inst, rec, bound, forOp.getResults());
   return success();
 }
 
