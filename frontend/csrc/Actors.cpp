@@ -729,31 +729,28 @@ public:
     const auto &ctx = context();
     std::string mesh = ctx.mesh, procId = ctx.procId;
     int64_t rank = ctx.rank, procRank = ctx.procRank;
-    std::string error;
-    thread->run([&] {
-      try {
-        py::dict c;
-        c["mesh"] = mesh;
-        c["rank"] = rank;
-        c["proc_rank"] = procRank;
-        c["proc_id"] = procId;
-        py::object made = py::module_::import("monarch._src.actor.worker")
-                              .attr("construct")(toPy(frames), c);
-        instance = std::make_unique<py::object>(std::move(made));
-      } catch (py::error_already_set &e) {
-        error = pythonErrorText(e);
-      } catch (const std::exception &e) {
-        error = e.what();
-      }
+    onThread([&] {
+      py::module_ worker = py::module_::import("monarch._src.actor.worker");
+      py::dict c;
+      c["mesh"] = mesh;
+      c["rank"] = rank;
+      c["proc_rank"] = procRank;
+      c["proc_id"] = procId;
+      py::object made = worker.attr("construct")(toPy(frames), c);
+      instance = std::make_unique<py::object>(std::move(made));
+      invoke = std::make_unique<py::object>(worker.attr("invoke"));
     });
-    if (!error.empty())
-      throw std::runtime_error(error);
   }
   ~PythonActor() override {
-    if (instance && pythonUsable())
-      thread->run([&] { instance.reset(); });
-    else
-      (void)instance.release(); // no interpreter to drop it in
+    if (instance && pythonUsable()) {
+      thread->run([&] {
+        invoke.reset();
+        instance.reset();
+      });
+    } else { // no interpreter to drop them in
+      (void)invoke.release();
+      (void)instance.release();
+    }
     thread.reset();
   }
 
@@ -763,21 +760,10 @@ public:
   /// raised here, which stops the actor and reports it to the owner.
   Frames call(std::string method, Frames frames, int64_t flags) {
     Frames reply;
-    std::string error;
-    thread->run([&] {
-      try {
-        py::object out =
-            py::module_::import("monarch._src.actor.worker")
-                .attr("invoke")(*instance, method, toPy(frames), flags);
-        reply = fromPy(py::reinterpret_borrow<py::sequence>(out));
-      } catch (py::error_already_set &e) {
-        error = pythonErrorText(e);
-      } catch (const std::exception &e) {
-        error = e.what();
-      }
+    onThread([&] {
+      py::object out = (*invoke)(*instance, method, toPy(frames), flags);
+      reply = fromPy(py::reinterpret_borrow<py::sequence>(out));
     });
-    if (!error.empty())
-      throw std::runtime_error(error);
     return reply;
   }
 
@@ -786,8 +772,28 @@ public:
   std::string where() { return monarch::Runtime::ofProcess().addr(); }
 
 private:
+  /// Runs `body` on the actor's thread with the GIL. An exception there,
+  /// Python's or C++'s, is raised here with its text: the runtime makes it
+  /// the call's error (or, for a broadcast, what stops the actor).
+  void onThread(const std::function<void()> &body) {
+    std::string error;
+    thread->run([&] {
+      try {
+        body();
+      } catch (py::error_already_set &e) {
+        error = pythonErrorText(e);
+      } catch (const std::exception &e) {
+        error = e.what();
+      }
+    });
+    if (!error.empty())
+      throw std::runtime_error(error);
+  }
+
   std::unique_ptr<ActorThread> thread;
   std::unique_ptr<py::object> instance;
+  /// monarch._src.actor.worker.invoke, looked up once.
+  std::unique_ptr<py::object> invoke;
 };
 
 const bool registered = [] {
