@@ -363,6 +363,21 @@ def run_eager(cfg: model.Config, backend: str = "c") -> Tuple[List[float], float
     return losses, per_step
 
 
+def max_relative_difference(losses: List[float], ref: List[float]) -> float:
+    return max(abs(x - y) / max(abs(y), 1e-6) for x, y in zip(losses, ref))
+
+
+def check_reference(cfg: model.Config, losses: List[float]) -> bool:
+    """Prints how far ``losses`` are from the single-process run's; True when
+    every step is within relative 1e-4 (the tests' tolerance)."""
+    ref = model.reference(cfg)
+    err = max_relative_difference(losses, ref)
+    ok = len(ref) == len(losses) and err < 1e-4
+    print(f"single-process reference: max relative loss difference {err:.2e} over "
+          f"{len(losses)} steps ({'OK' if ok else 'MISMATCH'}, tolerance 1e-4)")
+    return ok
+
+
 def run_compiled_step(cfg: model.Config, reference: bool) -> int:
     """``--compiled-step``: the job eagerly, its step compiled once."""
     from monarch.actor import this_host
@@ -397,12 +412,7 @@ def run_compiled_step(cfg: model.Config, reference: bool) -> int:
         print(f"{cfg.steps} steps in {t1 - t0:.2f} s: {per_step:.2f} ms/step after the first "
               f"3 (two traces, one replay); {per_call:.2f} instructions issued per step")
     if reference:
-        ref = model.reference(cfg)
-        err = max(abs(x - y) / max(abs(y), 1e-6) for x, y in zip(losses, ref))
-        ok = len(ref) == len(losses) and err < 1e-4
-        print(f"single-process reference: max relative loss difference {err:.2e} "
-              f"({'OK' if ok else 'MISMATCH'}, tolerance 1e-4)")
-        return 0 if ok else 1
+        return 0 if check_reference(cfg, losses) else 1
     return 0
 
 
@@ -453,12 +463,7 @@ def run_looped(cfg: model.Config, plan: str, runner: str, reference: bool) -> in
         return 1
     if not reference:
         return 0
-    ref = model.reference(cfg)
-    err = max(abs(x - y) / max(abs(y), 1e-6) for x, y in zip(losses, ref))
-    ok = len(ref) == len(losses) and err < 1e-4
-    print(f"single-process reference: max relative loss difference {err:.2e} over "
-          f"{len(losses)} steps ({'OK' if ok else 'MISMATCH'}, tolerance 1e-4)")
-    return 0 if ok else 1
+    return 0 if check_reference(cfg, losses) else 1
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -561,15 +566,10 @@ def main(argv: Optional[List[str]] = None) -> int:
           f"{st['bubble_buffered']:.3f} with buffered sends")
     rc = 0
     if a.reference:
-        ref = model.reference(cfg)
-        err = max(abs(x - y) / max(abs(y), 1e-6) for x, y in zip(losses, ref))
-        ok = len(ref) == len(losses) and err < 1e-4
-        print(f"single-process reference: max relative loss difference {err:.2e} "
-              f"({'OK' if ok else 'MISMATCH'}, tolerance 1e-4)")
-        rc = 0 if ok else 1
+        rc = 0 if check_reference(cfg, losses) else 1
     if a.eager:
         el, eager_ms = run_eager(cfg)
-        err = max(abs(x - y) / max(abs(y), 1e-6) for x, y in zip(losses, el))
+        err = max_relative_difference(losses, el)
         print(f"eager: {eager_ms:.2f} ms/step; compiled {st['step_ms']:.2f} ms/step: "
               f"{eager_ms / st['step_ms']:.1f}x faster (losses agree to {err:.1e})")
     print(f"trace: {trace} (open in ui.perfetto.dev)")

@@ -15,6 +15,7 @@ where a worker really puts them, which the tests check against the
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -132,3 +133,11 @@ def require_monarch_opt() -> str:
     if opt is None:
         pytest.skip("monarch-opt is not built (the compiler is off in this build)")
     return opt
+
+
+def run_script(path, timeout: float = 120) -> "subprocess.CompletedProcess[str]":
+    """Runs the script at ``path`` as a user runs one (``python path``, from
+    its folder), with this interpreter's ``sys.path`` as its PYTHONPATH."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=os.path.dirname(str(path)))

@@ -139,3 +139,29 @@ def test_range_misuse_is_a_clear_error():
         monarch.range(1.5)
     with pytest.raises(ValueError, match="positive"):
         monarch.range(0, 4, -1)
+
+
+@pytest.mark.parametrize("iterations", [1, 2])
+def test_break_ends_a_traced_loop_there(iterations, device):
+    """`break` in the first or second (traced) iteration: the trace keeps the
+    iterations that ran, as calls, and no loop."""
+    require_monarch_opt()
+
+    def prog(backend: str, device: str) -> List[Any]:
+        mesh = programs._spawn(backend, {"gpu": 2})
+        with mesh.activate():
+            acc = torch.zeros(3, device=device)
+            ran = 0
+            for step in monarch.range(10):
+                acc = acc + (step + 1)
+                ran += 1
+                if ran == iterations:
+                    break
+            out = [monarch.inspect(acc, gpu=1)]
+        programs._release(mesh)
+        return out
+
+    tr = monarch.trace(prog, "sim", device)
+    assert "scf.for" not in tr.to_mlir()
+    want = torch.full((3,), float(sum(range(1, iterations + 1))))
+    _close(tr.run(backend="c"), [want])

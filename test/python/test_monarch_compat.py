@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from conftest import run_script
 from monarch._src.actor.shape import DimensionError, Extent, Point
 from monarch._src.actor.value_mesh import ValueMesh
 from monarch.actor import (
@@ -591,9 +592,7 @@ procs.stop()
 def test_monarch_style_script_runs_at_top_level(tmp_path):
     script = tmp_path / "example.py"
     script.write_text(_SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=120, env=env, cwd=str(tmp_path))
+    out = run_script(script)
     assert out.returncode == 0, out.stderr[-4000:]
     lines = out.stdout.splitlines()
     assert "rank 0 {'hosts': 0/1, 'gpus': 0/2} {'hosts': 1, 'gpus': 2}" in lines
@@ -640,9 +639,7 @@ def test_this_proc_spawns_actors_as_monarchs_getting_started_does(tmp_path):
     started): a one-proc mesh started on first use, the same on every call."""
     script = tmp_path / "getting_started.py"
     script.write_text(_THIS_PROC_SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=120, env=env, cwd=str(tmp_path))
+    out = run_script(script)
     assert out.returncode == 0, out.stderr[-4000:]
     lines = out.stdout.splitlines()
     assert "Counter value: 1" in lines

@@ -15,8 +15,6 @@ import asyncio
 import logging
 import os
 import pickle
-import subprocess
-import sys
 import textwrap
 import threading
 from typing import Any, List
@@ -35,6 +33,7 @@ from monarch.actor import (  # noqa: E402
     this_host,
 )
 from monarch._src.actor.actor_mesh import actor_pids  # noqa: E402
+from conftest import run_script  # noqa: E402
 from waiting import wait_until  # noqa: E402
 
 
@@ -532,10 +531,7 @@ _SCRIPT = textwrap.dedent('''
 def test_monarch_style_script_runs(tmp_path):
     script = tmp_path / "ping_pong.py"
     script.write_text(_SCRIPT)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=120, env=env, cwd=str(tmp_path))
+    out = run_script(script)
     assert out.returncode == 0, out.stderr[-4000:]
     assert "rallies 10 5 5" in out.stdout
     assert "stopped" in out.stdout

@@ -334,8 +334,11 @@ class Endpoint:
                 f"rref on '{mesh._name}': its actors are not beside the tensor workers; spawn "
                 "them on a mesh made with this_host().spawn_procs(..., tensor_worker='python') "
                 "(backend 'c')")
-        prop: EndpointProperty = endpoint_property(mesh._class, self._name)
-        return engine().rref(mesh, self._name, prop, args, kwargs)
+        return engine().rref(mesh, self._name, self._property(), args, kwargs)
+
+    def _property(self) -> EndpointProperty:
+        """How ``rref`` shapes the endpoint's results (``@endpoint(propagate=...)``)."""
+        return endpoint_property(self._mesh._class, self._name)
 
     def _one(self, handle: Any) -> Future[Any]:
         ep = self._name

@@ -10,7 +10,6 @@ from typing import Any, Callable, Generic, Optional, TypeVar
 from ..common.future import Future, gather
 from .actor import EndpointProperty, NotAnEndpoint, endpoint
 from .actor_mesh import Endpoint
-from .tensor_engine import engine
 
 __all__ = ["Accumulator", "as_endpoint", "concurrent_endpoint"]
 
@@ -46,15 +45,8 @@ class _MethodEndpoint(Endpoint):
         super().__init__(mesh, name)
         self._prop = prop
 
-    def rref(self, *args: Any, **kwargs: Any) -> Any:
-        mesh = self._mesh
-        mesh._check_alive()
-        if not mesh._state.beside_tensor_workers:
-            raise NotImplementedError(
-                f"rref on '{mesh._name}': its actors are not beside the tensor workers; spawn "
-                "them on a mesh made with this_host().spawn_procs(..., tensor_worker='python') "
-                "(backend 'c')")
-        return engine().rref(mesh, self._name, self._prop, args, kwargs)
+    def _property(self) -> EndpointProperty:
+        return self._prop
 
 
 def as_endpoint(method: Any, *, propagate: Any = None,

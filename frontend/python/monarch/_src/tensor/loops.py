@@ -26,14 +26,23 @@ from __future__ import annotations
 import builtins
 import gc
 import warnings
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Generator, Iterator, List, NamedTuple, Optional, Tuple
 
 import torch
 
 from . import modes
 from .core import Ref
 
-_Body = Tuple[int, List[int], List[Tuple[int, int, int]], bytes, bool, List[Ref]]
+
+class _Body(NamedTuple):
+    """One ended iteration body."""
+
+    recording: int  # its recording (the previous one's when it is the same)
+    formals: List[int]
+    orphans: List[Tuple[int, int, int]]  # formals Python dropped: (ref, mesh, stream)
+    canonical: bytes
+    defined: bool  # False: the same program as the previous body
+    alive: List[Ref]  # the handles of its results
 
 
 class range:  # noqa: N801 - the builtin's name, as torch and numpy do
@@ -78,39 +87,39 @@ def _index(mesh: Any, k: int) -> Any:
         return torch.full((), k, dtype=torch.int64)
 
 
-def _traced(session: Any, mesh: Any, steps: builtins.range) -> Iterator[Any]:
+def _recorded(session: Any, index: Any,
+              previous: Optional[_Body]) -> Generator[Any, None, int]:
+    """Yields ``index`` to the loop's body while the stream records it as a
+    body; returns the body's first ref. A body that ends the loop (``break``)
+    is kept, as one call; one that raises is dropped."""
     stream = session.stream
-    if len(steps) == 0:
-        return
-    # The first iteration: recorded and called once.
-    i0 = _index(mesh, steps[0])
     first = session._next_ref
     stream.begin_body(first)
     try:
-        yield i0
+        yield index
     except GeneratorExit:
-        _end_and_call(session, first, None)
+        _end_and_call(session, first, previous)
         raise
     except BaseException:
         stream.abort_body(session._next_ref)
         raise
+    return first
+
+
+def _traced(session: Any, mesh: Any, steps: builtins.range) -> Iterator[Any]:
+    if len(steps) == 0:
+        return
+    # The first iteration: recorded and called once.
+    i0 = _index(mesh, steps[0])
+    first = yield from _recorded(session, i0, None)
     one = _end_and_call(session, first, None)
     if len(steps) == 1:
         return
     # The second: recorded, and rolled into a loop when it is the same.
     i1 = _index(mesh, steps[1])
-    second = session._next_ref
-    stream.begin_body(second)
-    try:
-        yield i1
-    except GeneratorExit:
-        _end_and_call(session, second, (one[3], one[0]))
-        raise
-    except BaseException:
-        stream.abort_body(session._next_ref)
-        raise
-    two = _end_body(session, second, (one[3], one[0]))
-    why = None if not two[4] else "its second iteration issues other ops than its first"
+    second = yield from _recorded(session, i1, one)
+    two = _end_body(session, second, one)
+    why = None if not two.defined else "its second iteration issues other ops than its first"
     plan = None if why else _match(one, two, i0._ref.id, i1._ref.id)
     if plan is None:
         why = why or ("its second iteration reads a tensor that is neither made by the "
@@ -138,22 +147,20 @@ def _live_locals(session: Any, first: int, end: int) -> List[Ref]:
                    and first <= o.id < end), key=lambda r: r.id)
 
 
-def _end_body(session: Any, first: int, previous: Optional[Tuple[bytes, int]]) -> _Body:
+def _end_body(session: Any, first: int, previous: Optional[_Body]) -> _Body:
     """Ends the innermost body as a new recording -- or, the same program as
-    ``previous`` (canonical form, recording), as that one; what is left alive
-    of it are its results. (recording, formals, orphans, canonical, defined,
-    results)"""
+    ``previous``, as that one; what is left alive of it are its results."""
     end = session._next_ref
     alive = _live_locals(session, first, end)
     rec = session.new_recording()
     try:
         formals, orphans, _fetches, canonical, defined = session.stream.end_body(
-            rec, [r.id for r in alive], end, previous[0] if previous else None)
+            rec, [r.id for r in alive], end, previous.canonical if previous else None)
     except RuntimeError as e:
         raise session.unreachable(e) from None
     if not defined and previous is not None:
-        rec = previous[1]
-    return rec, list(formals), list(orphans), canonical, defined, alive
+        rec = previous.recording
+    return _Body(rec, list(formals), list(orphans), canonical, defined, alive)
 
 
 def _rebind(alive: List[Ref], fresh: List[int]) -> None:
@@ -166,18 +173,17 @@ def _rebind(alive: List[Ref], fresh: List[int]) -> None:
 
 def _call(session: Any, body: _Body) -> None:
     """One call of an ended body; its results' handles then name the call's."""
-    rec, formals, orphans, _canonical, _defined, alive = body
-    fresh = [session.new_ref() for _ in alive]
+    fresh = [session.new_ref() for _ in body.alive]
     try:
-        session.stream.call_recording(rec, formals, fresh)
+        session.stream.call_recording(body.recording, body.formals, fresh)
     except RuntimeError as e:
         raise session.unreachable(e) from None
-    _rebind(alive, fresh)
-    for ref, mesh_id, stream_id in orphans:  # read by the call, dropped by Python
+    _rebind(body.alive, fresh)
+    for ref, mesh_id, stream_id in body.orphans:  # read by the call, dropped by Python
         session.queue_delete(ref, mesh_id, stream_id)
 
 
-def _end_and_call(session: Any, first: int, previous: Optional[Tuple[bytes, int]]) -> _Body:
+def _end_and_call(session: Any, first: int, previous: Optional[_Body]) -> _Body:
     body = _end_body(session, first, previous)
     _call(session, body)
     return body
@@ -195,8 +201,8 @@ def _match(one: _Body, two: _Body, i0: int, i1: int) -> Optional[_Plan]:
     """Formal by formal: the same ref in both iterations is captured; the
     step tensors are the induction; a ref the first iteration left alive is
     carried. Anything else cannot roll (None)."""
-    f1, f2, r1 = one[1], two[1], [r.id for r in one[5]]
-    if len(f1) != len(f2) or len(one[5]) != len(two[5]):
+    f1, f2, r1 = one.formals, two.formals, [r.id for r in one.alive]
+    if len(f1) != len(f2) or len(one.alive) != len(two.alive):
         return None
     plan = _Plan()
     position = {r: q for q, r in enumerate(r1)}
@@ -221,7 +227,7 @@ def _roll(session: Any, one: _Body, two: _Body, i1: Any, plan: _Plan,
     step) -- and the loop of the remaining trips, whose results bind the
     refs the second iteration left alive."""
     stream = session.stream
-    carried = [r.id for r in one[5]]
+    carried = [r.id for r in one.alive]
     step_ref = i1._ref.id
     wrapper_first = session._next_ref
     stream.begin_body(wrapper_first)
@@ -231,7 +237,7 @@ def _roll(session: Any, one: _Body, two: _Body, i1: Any, plan: _Plan,
                        else carried[v])
     results = [session.new_ref() for _ in carried]
     try:
-        stream.call_recording(one[0], actuals, results)
+        stream.call_recording(one.recording, actuals, results)
     except RuntimeError as e:
         stream.abort_body(session._next_ref)
         raise session.unreachable(e) from None
@@ -239,11 +245,11 @@ def _roll(session: Any, one: _Body, two: _Body, i1: Any, plan: _Plan,
     try:
         stream.end_body(wrapper, results, session._next_ref, None,
                         carried + plan.captured + [step_ref])
-        fresh = [session.new_ref() for _ in two[5]]
+        fresh = [session.new_ref() for _ in two.alive]
         stream.loop(wrapper, len(steps) - 1, steps[1], steps.step, carried, plan.captured,
                     [(i1._ref.mesh_id, i1._ref.stream_id)], fresh)
     except RuntimeError as e:
         raise session.unreachable(e) from None
-    _rebind(two[5], fresh)
-    for ref, mesh_id, stream_id in two[2]:  # read by the loop, dropped by Python
+    _rebind(two.alive, fresh)
+    for ref, mesh_id, stream_id in two.orphans:  # read by the loop, dropped by Python
         session.queue_delete(ref, mesh_id, stream_id)

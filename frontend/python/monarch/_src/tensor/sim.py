@@ -260,8 +260,10 @@ class SimBackend:
             call.call_recording.actuals.extend(carried + list(loop.captured) + induction)
             call.call_recording.results.extend(results)
             self._call_recording(call)
+            # This trip's inputs made here: its step tensors and, after the
+            # first trip, the previous trip's results.
             for rank in self.refs:
-                for r in induction + ([c for c in carried if c < 0] if k > 0 else []):
+                for r in induction + (carried if k > 0 else []):
                     self.refs[rank].pop(r, None)
             carried = results
 
