@@ -7,6 +7,7 @@
 // controller's descriptors.
 //
 //===----------------------------------------------------------------------===//
+#include "StopProcess.h"
 #include "TestSupport.h"
 
 #include "monarch/runtime/proc/Runtime.h"
@@ -262,8 +263,8 @@ TEST(Liveness, AStoppedProcIsReportedAndCallsToItFailUntilItComesBack) {
   ASSERT_TRUE(echo.ok());
   ASSERT_TRUE(echo->call<int64_t>("rank").get(10s).ok());
   int pid = procs->pids()[1];
-  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
   auto stoppedAt = Clock::now();
+  ASSERT_TRUE(stopProcess(pid));
   // A call in flight to the stuck proc: only its callers' timeout used to
   // end it, and nothing said which proc was stuck.
   auto inFlight = echo->slice("gpu", 1)->callOne<int64_t>("rank");
@@ -312,8 +313,8 @@ TEST(Liveness, TheDefaultsReportAHangWithinFiveSeconds) {
   EventLog events;
   procs->supervise(events.hook());
   int pid = procs->pids()[0];
-  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
   auto stoppedAt = Clock::now();
+  ASSERT_TRUE(stopProcess(pid));
   ASSERT_TRUE(events.waitFor(1, 10s));
   int64_t detectedMs = msSince(stoppedAt);
   EXPECT_EQ(events.snapshot().front().kind, SupervisionKind::Unresponsive);

@@ -10,19 +10,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "WorkerTestSupport.h"
+#include "../StopProcess.h"
 
 #include <csignal>
 #include <cstdlib>
-#include <dirent.h>
-#include <fstream>
-#include <set>
-#include <thread>
 
 #include <unistd.h>
 
 using namespace monarch::tensor;
 using namespace monarch::tensor::testing;
 namespace plan = monarch::plan;
+using monarch::test::stopProcess;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
@@ -32,40 +30,6 @@ constexpr int kRanks = 4;
 
 bool contains(const std::string &text, const std::string &part) {
   return text.find(part) != std::string::npos;
-}
-
-/// SIGSTOPs `pid` and waits until every thread of it is stopped: kill()
-/// only queues the signal, and a worker still running when the next fetch
-/// reaches it would answer that fetch.
-bool stopProcess(int pid, std::chrono::milliseconds bound = 5s) {
-  if (::kill(pid, SIGSTOP) != 0)
-    return false;
-  auto until = Clock::now() + bound;
-  std::string tasks = "/proc/" + std::to_string(pid) + "/task";
-  while (Clock::now() < until) {
-    bool all = true;
-    if (DIR *dir = ::opendir(tasks.c_str())) {
-      while (dirent *entry = ::readdir(dir)) {
-        if (entry->d_name[0] == '.')
-          continue;
-        std::ifstream stat(tasks + "/" + entry->d_name + "/stat");
-        std::string line;
-        std::getline(stat, line);
-        // The state follows the ')' that closes the command name.
-        auto close = line.rfind(')');
-        if (close == std::string::npos || close + 2 >= line.size() ||
-            (line[close + 2] != 'T' && line[close + 2] != 't'))
-          all = false;
-      }
-      ::closedir(dir);
-    } else {
-      return false;
-    }
-    if (all)
-      return true;
-    std::this_thread::sleep_for(1ms);
-  }
-  return false;
 }
 
 /// A controller of the host=2 x gpu=2 mesh driven one batch at a time, as
