@@ -14,7 +14,7 @@
 //  * In a worker, importing the module registers "monarch.PythonActor" and
 //    run_worker() serves (monarch::runWorker with the GIL released). The
 //    actor's constructor and its endpoint "call" run on the actor's own
-//    thread (ActorThread) and call monarch._src.actor.worker.construct /
+//    thread (the class is ownThread(): runtime/actor/ActorCell.h) and call monarch._src.actor.worker.construct /
 //    invoke, which unpickle the class, the arguments, run the Python method
 //    and pickle the result; its endpoint "where" answers the proc's address.
 //
@@ -47,7 +47,6 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -620,12 +619,7 @@ std::string pythonErrorText(py::error_already_set &e) {
   }
 }
 
-/// The one thread that runs every call of one Python actor, its
-/// constructor included, with one Python thread state for the actor's life:
-/// thread-local state set in __init__ stays visible to the endpoints
-/// (Monarch's rule), and an async endpoint's event loop is the actor's own.
-/// The runtime's thread that delivers a call waits for it (the GIL
-/// released), so the actor still handles one message at a time.
+/// Whether Python may be entered: never again once it is finalizing.
 bool pythonUsable() {
 #if PY_VERSION_HEX >= 0x030D0000
   return Py_IsInitialized() && !Py_IsFinalizing();
@@ -634,102 +628,48 @@ bool pythonUsable() {
 #endif
 }
 
-class ActorThread {
+/// The Python thread state of the actor's own thread (the class is
+/// ownThread(): its constructor, calls and destructor all run on one
+/// thread), made once for the actor's life: thread-local state set in
+/// __init__ stays visible to the endpoints (Monarch's rule), and an async
+/// endpoint's event loop is the actor's own. Between calls the GIL is free.
+class ActorThreadState {
 public:
-  ActorThread() : worker([this] { loop(); }) {}
-  ~ActorThread() {
-    {
-      std::lock_guard<std::mutex> guard(mu);
-      exiting = true;
-      // An interpreter that is finalizing must not be entered again: the
-      // thread then ends without Python (its thread state is leaked).
-      withoutPython = !pythonUsable();
-    }
-    cv.notify_all();
-    if (std::this_thread::get_id() == worker.get_id())
-      worker.detach();
-    else if (withoutPython)
-      worker.detach();
-    else {
-      // Never wait for the thread with the GIL held: it needs it to end.
-      if (PyGILState_Check()) {
-        py::gil_scoped_release release;
-        worker.join();
-      } else {
-        worker.join();
-      }
-    }
+  ActorThreadState() {
+    gil = PyGILState_Ensure();
+    state = PyEval_SaveThread();
   }
-
-  /// Runs `job` (which must not throw) on the thread with the GIL; returns
-  /// once it ran. From the thread itself it runs at once.
-  void run(const std::function<void()> &job) {
-    if (std::this_thread::get_id() == worker.get_id()) {
-      job();
-      return;
-    }
-    auto done = std::make_shared<bool>(false);
-    {
-      std::lock_guard<std::mutex> guard(mu);
-      jobs.push_back({&job, done});
-    }
-    cv.notify_all();
-    std::unique_lock<std::mutex> lock(mu);
-    doneCv.wait(lock, [&] { return *done; });
-  }
-
-private:
-  struct Job {
-    const std::function<void()> *fn;
-    std::shared_ptr<bool> done;
-  };
-
-  void loop() {
-    PyGILState_STATE gil = PyGILState_Ensure();
-    PyThreadState *state = PyEval_SaveThread();
-    for (;;) {
-      Job job;
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return exiting || !jobs.empty(); });
-        if (jobs.empty()) {
-          if (withoutPython)
-            return;
-          break;
-        }
-        job = jobs.front();
-        jobs.pop_front();
-      }
-      PyEval_RestoreThread(state);
-      (*job.fn)();
-      state = PyEval_SaveThread();
-      {
-        std::lock_guard<std::mutex> guard(mu);
-        *job.done = true;
-      }
-      doneCv.notify_all();
-    }
+  ~ActorThreadState() {
+    if (!pythonUsable())
+      return; // no interpreter to give the state back to: leaked
     PyEval_RestoreThread(state);
     PyGILState_Release(gil);
   }
+  ActorThreadState(const ActorThreadState &) = delete;
+  ActorThreadState &operator=(const ActorThreadState &) = delete;
 
-  std::mutex mu;
-  std::condition_variable cv;
-  std::condition_variable doneCv;
-  std::deque<Job> jobs;
-  bool exiting = false;
-  bool withoutPython = false;
-  std::thread worker; // last: started once the rest is ready
+  /// Runs `body` with the GIL under this thread state.
+  template <typename Body> void run(Body &&body) {
+    PyEval_RestoreThread(state);
+    struct Save {
+      PyThreadState *&state;
+      ~Save() { state = PyEval_SaveThread(); }
+    } save{state};
+    body();
+  }
+
+private:
+  PyGILState_STATE gil;
+  PyThreadState *state = nullptr;
 };
 
 class PythonActor : public monarch::Actor {
 public:
-  explicit PythonActor(Frames frames)
-      : thread(std::make_unique<ActorThread>()) {
+  explicit PythonActor(Frames frames) {
     const auto &ctx = context();
     std::string mesh = ctx.mesh, procId = ctx.procId;
     int64_t rank = ctx.rank, procRank = ctx.procRank;
-    onThread([&] {
+    withPython([&] {
       py::module_ worker = py::module_::import("monarch._src.actor.worker");
       py::dict c;
       c["mesh"] = mesh;
@@ -743,7 +683,7 @@ public:
   }
   ~PythonActor() override {
     if (instance && pythonUsable()) {
-      thread->run([&] {
+      python.run([&] {
         invoke.reset();
         instance.reset();
       });
@@ -751,7 +691,6 @@ public:
       (void)invoke.release();
       (void)instance.release();
     }
-    thread.reset();
   }
 
   /// Runs `method` of the Python object. The reply is always a pickle (an
@@ -760,7 +699,7 @@ public:
   /// raised here, which stops the actor and reports it to the owner.
   Frames call(std::string method, Frames frames, int64_t flags) {
     Frames reply;
-    onThread([&] {
+    withPython([&] {
       py::object out = (*invoke)(*instance, method, toPy(frames), flags);
       reply = fromPy(py::reinterpret_borrow<py::sequence>(out));
     });
@@ -772,12 +711,12 @@ public:
   std::string where() { return monarch::Runtime::ofProcess().addr(); }
 
 private:
-  /// Runs `body` on the actor's thread with the GIL. An exception there,
+  /// Runs `body` with the GIL on the actor's thread. An exception there,
   /// Python's or C++'s, is raised here with its text: the runtime makes it
   /// the call's error (or, for a broadcast, what stops the actor).
-  void onThread(const std::function<void()> &body) {
+  template <typename Body> void withPython(Body &&body) {
     std::string error;
-    thread->run([&] {
+    python.run([&] {
       try {
         body();
       } catch (py::error_already_set &e) {
@@ -790,7 +729,7 @@ private:
       throw std::runtime_error(error);
   }
 
-  std::unique_ptr<ActorThread> thread;
+  ActorThreadState python; // first: made before, dropped after the objects
   std::unique_ptr<py::object> instance;
   /// monarch._src.actor.worker.invoke, looked up once.
   std::unique_ptr<py::object> invoke;
@@ -799,6 +738,7 @@ private:
 const bool registered = [] {
   return monarch::ActorClass<PythonActor>("monarch.PythonActor")
       .constructor<Frames>()
+      .ownThread()
       .endpoint("call", &PythonActor::call)
       .endpoint("where", &PythonActor::where)
       .install();

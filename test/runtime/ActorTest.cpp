@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <set>
+#include <mutex>
 #include <thread>
+
+#include <tbb/task_arena.h>
 
 namespace monarch::test {
 namespace {
@@ -260,6 +263,64 @@ TEST(Actors, EndpointsMessageMeshesTheActorHolds) {
   ASSERT_TRUE(rank.ok()) << rank.status().toString();
   EXPECT_EQ(*rank, 1);
   EXPECT_TRUE(procs->stop().isOk());
+}
+
+/// Where an ownThread() actor ran: its constructor's and destructor's
+/// threads (set by the actor, read by the test).
+std::mutex boundMu;
+std::thread::id boundConstructedOn, boundDestroyedOn;
+
+class ThreadBound : public Actor {
+public:
+  ThreadBound() {
+    std::lock_guard<std::mutex> guard(boundMu);
+    boundConstructedOn = std::this_thread::get_id();
+  }
+  ~ThreadBound() override {
+    std::lock_guard<std::mutex> guard(boundMu);
+    boundDestroyedOn = std::this_thread::get_id();
+  }
+  /// Whether this handler runs on the constructor's thread, and not on a
+  /// worker of a TBB arena.
+  bool onConstructorsThread() {
+    std::lock_guard<std::mutex> guard(boundMu);
+    return std::this_thread::get_id() == boundConstructedOn &&
+           tbb::this_task_arena::current_thread_index() ==
+               tbb::task_arena::not_initialized;
+  }
+};
+const bool threadBoundRegistered =
+    ActorClass<ThreadBound>("test.ThreadBound")
+        .ownThread()
+        .endpoint("onConstructorsThread", &ThreadBound::onConstructorsThread)
+        .install();
+
+TEST(Actors, AnOwnThreadActorLivesOnOneThreadOutsideTheArena) {
+  auto options = testProcOptions("ownthread");
+  options.launcher = std::make_shared<InProcessLauncher>();
+  auto procs = thisHost().spawnProcs({{"gpu", 1}}, options);
+  ASSERT_TRUE(procs.ok()) << procs.status().toString();
+  auto bound = procs->spawn("bound", "test.ThreadBound");
+  ASSERT_TRUE(bound.ok()) << bound.status().toString();
+  // Many calls in flight at once: each still runs on the actor's thread.
+  std::vector<Future<bool>> calls;
+  for (int i = 0; i < 200; ++i)
+    calls.push_back(bound->callOne<bool>("onConstructorsThread"));
+  for (auto &call : calls) {
+    auto on = call.get(10s);
+    ASSERT_TRUE(on.ok()) << on.status().toString();
+    EXPECT_TRUE(*on);
+  }
+  std::thread::id constructedOn;
+  {
+    std::lock_guard<std::mutex> guard(boundMu);
+    constructedOn = boundConstructedOn;
+  }
+  EXPECT_NE(constructedOn, std::this_thread::get_id());
+  // Stopping the in-process proc destroys the actor -- on its own thread.
+  EXPECT_TRUE(procs->stop().isOk());
+  std::lock_guard<std::mutex> guard(boundMu);
+  EXPECT_EQ(boundDestroyedOn, constructedOn);
 }
 
 TEST(Actors, InProcessProcsRunTheSameActorPath) {

@@ -3,6 +3,9 @@
 #include "monarch/runtime/util/Log.h"
 #include "monarch/runtime/util/Polling.h"
 
+#include <condition_variable>
+#include <thread>
+
 namespace monarch {
 
 namespace {
@@ -20,11 +23,72 @@ std::string describe(const ActorContext &ctx) {
 }
 } // namespace
 
+/// The thread of a cell whose class is ownThread(). It outlives the cell
+/// when the cell's last reference drops on the thread itself (the drain it
+/// ran held one): then the thread is detached and ends, touching only this.
+struct ActorCell::OwnThread {
+  std::mutex mu;
+  std::condition_variable cv;
+  /// A drain to run, holding the cell alive until it ran.
+  std::shared_ptr<ActorCell> pending;
+  /// Set by the cell's destructor: runs on the thread before it ends.
+  std::function<void()> last;
+  bool exiting = false;
+  std::thread thread;
+
+  static void loop(std::shared_ptr<OwnThread> self) {
+    for (;;) {
+      std::shared_ptr<ActorCell> cell;
+      {
+        std::unique_lock<std::mutex> lock(self->mu);
+        self->cv.wait(lock, [&] { return self->pending || self->exiting; });
+        if (!self->pending)
+          break;
+        cell = std::move(self->pending);
+      }
+      cell->drain();
+      // Dropping `cell` here may destroy it (on this thread).
+    }
+    std::function<void()> last;
+    {
+      std::lock_guard<std::mutex> guard(self->mu);
+      last = std::move(self->last);
+    }
+    if (last)
+      last();
+  }
+};
+
 ActorCell::ActorCell(tbb::task_arena &arena, const ActorClassInfo &cls,
                      ActorContext context, StopObserver onStop,
                      std::shared_ptr<Poller> poller)
     : arena(arena), cls(cls), ctx(std::move(context)),
-      onStop(std::move(onStop)), poller(std::move(poller)) {}
+      onStop(std::move(onStop)), poller(std::move(poller)) {
+  if (cls.ownThread) {
+    own = std::make_shared<OwnThread>();
+    own->thread = std::thread(&OwnThread::loop, own);
+  }
+}
+
+ActorCell::~ActorCell() {
+  if (!own)
+    return;
+  bool onOwnThread = std::this_thread::get_id() == own->thread.get_id();
+  {
+    std::lock_guard<std::mutex> guard(own->mu);
+    own->exiting = true;
+    // The actor is destroyed on its thread, like everything else it ran.
+    if (!onOwnThread)
+      own->last = [this] { instance.reset(); };
+  }
+  own->cv.notify_all();
+  if (onOwnThread) {
+    instance.reset();
+    own->thread.detach();
+  } else {
+    own->thread.join();
+  }
+}
 
 bool ActorCell::stopped() const {
   std::lock_guard<std::mutex> guard(stateMu);
@@ -35,7 +99,15 @@ void ActorCell::enqueue(Work work) {
   mailbox.push(std::move(work));
   if (queued.fetch_add(1, std::memory_order_acq_rel) == 0) {
     auto self = shared_from_this();
-    arena.enqueue([self] { self->drain(); });
+    if (own) {
+      {
+        std::lock_guard<std::mutex> guard(own->mu);
+        own->pending = std::move(self);
+      }
+      own->cv.notify_one();
+    } else {
+      arena.enqueue([self] { self->drain(); });
+    }
   }
 }
 

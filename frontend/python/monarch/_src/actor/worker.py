@@ -32,6 +32,8 @@ class WorkerError(RuntimeError):
 # The actors of this process by actor mesh name (call_actor finds them).
 _local_actors: Dict[str, Any] = {}
 _loop_local = threading.local()
+# What a message to (class, endpoint) runs, looked up once (endpoint_function).
+_endpoint_functions: Dict[Any, Any] = {}
 
 
 def _loop() -> asyncio.AbstractEventLoop:
@@ -152,9 +154,12 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
                     return []
                 return pickling.dumps(("stopped", info.get("mesh"), info.get("rank"), stopped))
             args, kwargs = pickling.loads(frames)
-            fn = endpoint_function(type(instance), method)
+            key = (type(instance), method)
+            fn = _endpoint_functions.get(key)
+            if fn is None:
+                fn = _endpoint_functions[key] = endpoint_function(*key)
             result = fn(instance, *args, **kwargs)
-            if asyncio.iscoroutine(result):
+            if result is not None and asyncio.iscoroutine(result):
                 result = _loop().run_until_complete(result)
             if flags & FLAG_NO_REPLY:
                 return []

@@ -53,8 +53,41 @@ class _Pickler(cloudpickle.CloudPickler):
         return super().reducer_override(obj)
 
 
+# Values made only of these (in small tuples, lists and str-keyed dicts)
+# pickle the same with the C pickler as with cloudpickle, at a third of the
+# cost: most messages (endpoint arguments, replies) are such values.
+_ATOMS = frozenset((str, int, float, bool, type(None), bytes))
+_PLAIN_DEPTH = 3
+_PLAIN_LEN = 16
+
+
+def _plain(obj: Any, depth: int) -> bool:
+    t = type(obj)
+    if t in _ATOMS:
+        return True
+    if depth == 0:
+        return False
+    if t is tuple or t is list:
+        if len(obj) > _PLAIN_LEN:
+            return False
+        for x in obj:
+            if not _plain(x, depth - 1):
+                return False
+        return True
+    if t is dict:
+        if len(obj) > _PLAIN_LEN:
+            return False
+        for k, v in obj.items():
+            if type(k) is not str or not _plain(v, depth - 1):
+                return False
+        return True
+    return False
+
+
 def dumps(obj: Any) -> List[Any]:
     """[pickle, out-of-band buffers...]: each becomes one frame."""
+    if _plain(obj, _PLAIN_DEPTH):
+        return [pickle.dumps(obj, protocol=5)]
     buffers: List[pickle.PickleBuffer] = []
     out = io.BytesIO()
     _Pickler(out, protocol=5, buffer_callback=buffers.append).dump(obj)

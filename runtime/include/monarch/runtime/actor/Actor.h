@@ -66,6 +66,13 @@ struct ActorClassInfo {
   /// a handler that throws -- is logged and the actor serves on, where a
   /// user actor stops (Monarch's semantics for user code).
   bool system = false;
+  /// The actor runs on one thread of its own for its whole life -- its
+  /// constructor, every handler and its destructor -- instead of on the
+  /// process's TBB arena: for actors bound to thread-affine state (a Python
+  /// thread state, thread-locals that user code sets in a constructor).
+  /// Messages still run one at a time in arrival order; the thread polls
+  /// for the next one as a drain task does (ActorCell.h).
+  bool ownThread = false;
 };
 
 /// Process-wide registry of actor classes by name.
@@ -120,6 +127,13 @@ public:
   /// Marks the class a system actor (ActorClassInfo::system).
   ActorClass &system() {
     info.system = true;
+    return *this;
+  }
+
+  /// Gives every actor of the class a thread of its own
+  /// (ActorClassInfo::ownThread).
+  ActorClass &ownThread() {
+    info.ownThread = true;
     return *this;
   }
 

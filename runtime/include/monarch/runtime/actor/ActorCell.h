@@ -6,6 +6,11 @@
 // actor never runs two handlers at once and no thread is parked per actor
 // (beyond a bounded poll for the next message, one cell per process).
 //
+// An actor class declared ownThread() drains on a thread of the cell's own
+// instead: the same drain, started by a wake-up of that thread rather than a
+// TBB task, so the actor's constructor, handlers and destructor all run on
+// one thread (the Python actor's thread state lives there).
+//
 //===----------------------------------------------------------------------===//
 #ifndef MONARCH_RUNTIME_ACTOR_ACTORCELL_H
 #define MONARCH_RUNTIME_ACTOR_ACTORCELL_H
@@ -55,6 +60,11 @@ public:
   ActorCell(tbb::task_arena &arena, const ActorClassInfo &cls,
             ActorContext context, StopObserver onStop,
             std::shared_ptr<Poller> poller = nullptr);
+  /// Ends the cell's own thread (if it has one), the actor's destructor run
+  /// on it.
+  ~ActorCell();
+  ActorCell(const ActorCell &) = delete;
+  ActorCell &operator=(const ActorCell &) = delete;
 
   /// Queues the constructor; `done` reports its outcome.
   void construct(std::shared_ptr<const Invocation> args,
@@ -89,6 +99,10 @@ private:
   StopObserver onStop;
   std::shared_ptr<Poller> poller;
   std::unique_ptr<Actor> instance; // touched only by the drain task
+
+  /// The thread of an ownThread() class (ActorCell.cpp); null otherwise.
+  struct OwnThread;
+  std::shared_ptr<OwnThread> own;
 
   tbb::concurrent_queue<Work> mailbox;
   std::atomic<int64_t> queued{0};
