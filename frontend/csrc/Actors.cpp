@@ -27,6 +27,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Frames.h"
+
 #include "monarch/runtime/Monarch.h"
 #include "monarch/runtime/host/HostMesh.h"
 #include "monarch/runtime/proc/MeshState.h"
@@ -56,32 +58,10 @@ using monarch::Buffer;
 
 namespace {
 
-using Frames = std::vector<Blob>;
-
-/// A received frame, exposed to Python through the buffer protocol (no copy;
-/// memoryviews of it keep it alive).
-struct Frame {
-  Buffer buffer;
-};
-
-py::list toPy(const Frames &frames) {
-  py::list out;
-  for (const auto &f : frames)
-    out.append(py::cast(Frame{f.buffer}));
-  return out;
-}
-
-Frames fromPy(const py::sequence &frames) {
-  Frames out;
-  out.reserve(frames.size());
-  for (auto item : frames) {
-    py::buffer buf = py::reinterpret_borrow<py::buffer>(item);
-    py::buffer_info info = buf.request();
-    out.push_back(Blob{Buffer::copyOf(
-        info.ptr, static_cast<size_t>(info.size * info.itemsize))});
-  }
-  return out;
-}
+using monarch::python::Frame;
+using monarch::python::Frames;
+using monarch::python::fromPy;
+using monarch::python::toPy;
 
 py::tuple errorTuple(const monarch::Status &status) {
   return py::make_tuple("err", monarch::errorCodeName(status.code()),
@@ -814,6 +794,7 @@ PYBIND11_MODULE(_actors, m) {
   m.def("escalate", &escalate, py::arg("addr"), py::arg("port"),
         py::arg("mesh"), py::arg("rank"), py::arg("reason"));
   m.def("is_worker_process", &monarch::isWorkerProcess);
+  monarch::python::bindPorts(m);
   m.def("run_worker", [] {
     int rc;
     {

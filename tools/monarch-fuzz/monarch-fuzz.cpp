@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "monarch/Compiler/Import/ParserGuards.h"
 #include "monarch/Compiler/Transforms/Passes.h"
 #include "monarch/Dialect/Monarch/IR/MonarchDialect.h"
 #include "monarch/Dialect/Monarch/IR/MonarchOps.h"
@@ -62,9 +63,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size >= 4 && data[0] == 'M' && data[1] == 'L' && data[2] == 0xEF &&
       data[3] == 'R')
     return 0;
+  llvm::StringRef text(reinterpret_cast<const char *>(data), size);
+  // What monarch-opt refuses before parsing (text that crashes upstream's
+  // parser, ParserGuards.h) is refused here too.
+  if (monarch::findParserCrashSyntax(text))
+    return 0;
   MLIRContext &ctx = getContext();
-  OwningOpRef<ModuleOp> module =
-      parse(llvm::StringRef(reinterpret_cast<const char *>(data), size), ctx);
+  OwningOpRef<ModuleOp> module = parse(text, ctx);
   if (!module)
     return 0;
   // Whatever verifies must print and parse back.

@@ -7,6 +7,7 @@
 
 #include "monarch/Compiler/Import/TraceOptMain.h"
 
+#include "monarch/Compiler/Import/ParserGuards.h"
 #include "monarch/Compiler/Import/TraceInput.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
@@ -103,6 +104,10 @@ LogicalResult monarch::traceOptMain(int argc, char **argv, StringRef toolName,
   TraceFormat format = traceFormatOf(*input);
   LogicalResult result = success();
   if (format == TraceFormat::None) {
+    // Text that would crash the upstream parser (ParserGuards.h) is an
+    // error before anything is parsed, in whichever chunk it is.
+    if (failed(rejectParserCrashSyntax(*input, llvm::errs())))
+      return failure();
     result = MlirOptMain(output->os(), std::move(input), registry, config);
   } else {
     // Only text splits: a binary trace is one program whatever its bytes.

@@ -20,9 +20,12 @@ class EndpointProperty:
     """What ``@endpoint`` makes of a method: the function on the actor,
     an ``Endpoint`` (with the adverbs) on an actor mesh."""
 
-    def __init__(self, fn: Callable, propagate: Any = None):
+    def __init__(self, fn: Callable, propagate: Any = None,
+                 explicit_response_port: bool = False):
         self._fn = fn
         self._propagate = propagate
+        # The method takes a Port first and answers on it (ports.py).
+        self._explicit_response_port = explicit_response_port
         self.__name__ = getattr(fn, "__name__", "endpoint")
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
@@ -39,13 +42,19 @@ class EndpointProperty:
         return self._fn(*args, **kwargs)
 
 
-def endpoint(fn: Optional[Callable] = None, *, propagate: Any = None) -> Any:
+def endpoint(fn: Optional[Callable] = None, *, propagate: Any = None,
+             explicit_response_port: bool = False) -> Any:
     """``@endpoint`` / ``@endpoint(propagate=...)``: an actor method callable
     from the controller through the adverbs (``mesh.method.call(...)``);
-    ``propagate`` gives the result shapes of the ``rref`` adverb."""
+    ``propagate`` gives the result shapes of the ``rref`` adverb. With
+    ``explicit_response_port=True`` the method takes a ``Port`` after
+    ``self`` and answers by ``port.send(value)`` instead of returning it
+    (docs/python.md, "Channels and ports")."""
 
     def deco(f: Callable) -> Any:
-        return EndpointProperty(f, propagate)
+        if not callable(f):
+            raise TypeError(f"@endpoint decorates a method, got {f!r}")
+        return EndpointProperty(f, propagate, bool(explicit_response_port))
 
     return deco(fn) if fn is not None else deco
 
@@ -67,6 +76,17 @@ def endpoint_property(cls: type, name: str) -> EndpointProperty:
         if value is not None:
             break
     raise AttributeError(f"actor class {cls.__qualname__} has no endpoint '{name}'")
+
+
+def endpoint_takes_port(cls: type, name: str) -> bool:
+    """Whether endpoint ``name`` was declared ``explicit_response_port=True``."""
+    for klass in cls.__mro__:
+        value = vars(klass).get(name)
+        if isinstance(value, EndpointProperty):
+            return value._explicit_response_port
+        if value is not None:
+            break
+    return False
 
 
 def endpoint_function(cls: type, name: str) -> Callable:

@@ -30,6 +30,7 @@ from .shape import Extent
 from .value_mesh import ValueMesh
 
 FLAG_NO_REPLY = 1  # kept in step with worker.py
+FLAG_TO_PORT = 2  # the frames carry a Port for the result (ports.send)
 
 _WHERE = re.compile(r"^([^\[\s]+)\[(\d+)\]")
 # A call to a rank already known to have failed (ActorMeshState::checkRanks).
@@ -310,6 +311,27 @@ class Endpoint:
         for handle, _ in self._mesh._plan():
             try:
                 handle.broadcast(self._name, frames, FLAG_NO_REPLY)
+            except RuntimeError as e:
+                raise SupervisionError(str(e), self._mesh._name, -1) from None
+
+    def _send(self, args: Tuple[Any, ...], kwargs: Dict[str, Any], port: Any,
+              selection: str) -> None:
+        """``ports.send``: every actor (``"all"``) or one (``"choose"``) runs
+        the endpoint; results go to ``port`` (or nowhere)."""
+        self._mesh._check_alive()
+        if port is None:
+            frames, flags = dumps((args, kwargs)), FLAG_NO_REPLY
+        else:
+            frames, flags = dumps((args, kwargs, port)), FLAG_NO_REPLY | FLAG_TO_PORT
+        plan = self._mesh._plan()
+        if selection == "choose":
+            _counter_choose[0] = (_counter_choose[0] + 1) % len(plan)
+            # choose() has a reply; with the flags it is empty and dropped.
+            plan[_counter_choose[0]][0].choose(self._name, frames, flags)
+            return
+        for handle, _ in plan:
+            try:
+                handle.broadcast(self._name, frames, flags)
             except RuntimeError as e:
                 raise SupervisionError(str(e), self._mesh._name, -1) from None
 

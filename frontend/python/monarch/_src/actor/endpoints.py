@@ -85,10 +85,6 @@ def concurrent_endpoint(method: Optional[Callable] = None, *, propagate: Any = N
         if not inspect.iscoroutinefunction(fn):
             raise ValueError("concurrent_endpoint can only wrap async endpoints "
                              f"('{getattr(fn, '__name__', fn)}' is not async def)")
-        if explicit_response_port:
-            raise NotImplementedError(
-                "concurrent_endpoint(explicit_response_port=True): endpoints that answer "
-                "through a Port are not supported (docs/python.md, \"Monarch compatibility\")")
-        return endpoint(fn, propagate=propagate)
+        return endpoint(fn, propagate=propagate, explicit_response_port=explicit_response_port)
 
     return deco(method) if method is not None else deco

@@ -17,12 +17,16 @@ import traceback
 from typing import Any, Dict, List
 
 from ..common import pickling
+from ..common.errors import SupervisionError
 from . import context
-from .actor import endpoint_function
+from .actor import endpoint_function, endpoint_takes_port
 from .extension import actors
 
 # Flags of "call" (kept in step with actor_mesh.py).
 FLAG_NO_REPLY = 1
+# The frames are (args, kwargs, port): the result goes to that Port
+# (``send(endpoint, ..., port=port)``, ports.py), an exception too.
+FLAG_TO_PORT = 2
 
 
 class WorkerError(RuntimeError):
@@ -150,17 +154,29 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
             if method in _INTERNAL:
                 return _INTERNAL[method](instance, frames, flags)
             if stopped is not None:
+                if flags & FLAG_TO_PORT:  # its receiver must not wait forever
+                    _, _, port = pickling.loads(frames)
+                    port.exception(SupervisionError(
+                        f"supervision: actor {info.get('mesh')}[{info.get('rank')}] is stopped: "
+                        f"{stopped}", str(info.get("mesh")), int(info.get("rank", -1))))
                 if flags & FLAG_NO_REPLY:
                     return []
                 return pickling.dumps(("stopped", info.get("mesh"), info.get("rank"), stopped))
-            args, kwargs = pickling.loads(frames)
             key = (type(instance), method)
-            fn = _endpoint_functions.get(key)
-            if fn is None:
-                fn = _endpoint_functions[key] = endpoint_function(*key)
-            result = fn(instance, *args, **kwargs)
-            if result is not None and asyncio.iscoroutine(result):
-                result = _loop().run_until_complete(result)
+            found = _endpoint_functions.get(key)
+            if found is None:
+                found = _endpoint_functions[key] = (endpoint_function(*key),
+                                                    endpoint_takes_port(*key))
+            fn, takes_port = found
+            if flags & FLAG_TO_PORT:
+                return _invoke_to_port(instance, fn, takes_port, frames)
+            args, kwargs = pickling.loads(frames)
+            if takes_port:  # answered through a port: the reply is what it sends
+                reply = _ReplyPort(f"{info.get('mesh')}[{info.get('rank')}].{method}")
+                _run(fn(instance, reply, *args, **kwargs))
+                result = reply.value()
+            else:
+                result = _run(fn(instance, *args, **kwargs))
             if flags & FLAG_NO_REPLY:
                 return []
             return pickling.dumps(("ok", result))
@@ -188,6 +204,65 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
                 sys.stderr.flush()
             except Exception:
                 pass
+
+
+def _run(result: Any) -> Any:
+    """An endpoint's result; a coroutine is run to completion first."""
+    if result is not None and asyncio.iscoroutine(result):
+        return _loop().run_until_complete(result)
+    return result
+
+
+def _invoke_to_port(instance: Any, fn: Any, takes_port: bool, frames: List[Any]) -> List[Any]:
+    """``send(endpoint, args, kwargs, port=port)``: the endpoint's result, or
+    its exception, goes to ``port``; nothing is replied."""
+    args, kwargs, port = pickling.loads(frames)
+    try:
+        if takes_port:
+            _run(fn(instance, port, *args, **kwargs))
+        else:
+            port.send(_run(fn(instance, *args, **kwargs)))
+    except Exception as e:  # noqa: BLE001 - the port's receiver gets it
+        port.exception(e)
+    return []
+
+
+class _ReplyPort:
+    """The Port an ``explicit_response_port`` endpoint gets when it is called
+    through an adverb: the call's reply is what the endpoint sends on it
+    before it returns (one value; a second send is an error)."""
+
+    _UNSET = object()
+
+    def __init__(self, where: str):
+        self._where = where
+        self._value: Any = self._UNSET
+        self._error: Any = None
+
+    def send(self, obj: Any) -> None:
+        if self._value is not self._UNSET or self._error is not None:
+            raise RuntimeError(f"{self._where}: the reply port of a call takes one value")
+        self._value = obj
+
+    def exception(self, obj: BaseException) -> None:
+        if self._value is not self._UNSET or self._error is not None:
+            raise RuntimeError(f"{self._where}: the reply port of a call takes one value")
+        self._error = obj
+
+    def value(self) -> Any:
+        if self._error is not None:
+            raise self._error
+        if self._value is self._UNSET:
+            raise RuntimeError(
+                f"{self._where} (explicit_response_port) returned without sending on its port: "
+                "called through an adverb, it must send its reply before it returns "
+                "(docs/python.md, \"Channels and ports\")")
+        return self._value
+
+    def __reduce__(self) -> Any:
+        raise TypeError("the reply port of an adverb's call cannot leave the endpoint: it must "
+                        "send before the endpoint returns; use send(endpoint, ..., port=...) "
+                        "with a Channel's port for replies sent later")
 
 
 def _stop(instance: Any, frames: List[Any], flags: int) -> List[Any]:

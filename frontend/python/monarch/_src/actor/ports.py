@@ -1,0 +1,131 @@
+"""Monarch's channels and ports: ``Channel.open()``, ``Port``,
+``PortReceiver`` and ``send`` (docs/python.md, "Channels and ports").
+
+``Channel.open()`` opens a runtime port in this process (frontend/csrc/
+Ports.cpp over runtime/proc/Port.h) and returns ``(port, receiver)``. The
+``Port`` is a reference -- the process's address and the port's number -- so
+it pickles to any actor (a constructor or endpoint argument, a return value)
+and ``port.send(value)`` works from wherever it is. Values travel as the
+adverbs' do (``common.pickling``). ``receiver.recv()`` is a Future of the
+next message; messages from one sender arrive in the order sent.
+``port.exception(e)`` makes the receiver's next ``recv()`` raise ``e``.
+
+``send(endpoint, args, kwargs, port=port, selection="all"|"choose")`` sends
+a call without waiting for it: each selected actor runs the endpoint and
+sends its result (or exception) to ``port``; an endpoint declared
+``@endpoint(explicit_response_port=True)`` gets ``port`` itself as its first
+argument and sends when it likes.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any, Dict, Generic, Optional, Tuple, TypeVar
+
+from ..common.future import Future, HandleSource
+from ..common.pickling import dumps, loads
+from .extension import actors
+
+R = TypeVar("R")
+
+FLAG_NO_REPLY = 1  # kept in step with worker.py
+FLAG_TO_PORT = 2
+
+
+class Port(Generic[R]):
+    """Where a :class:`PortReceiver` is reached: ``send`` values to it from any
+    process of the job. Pickles to a reference."""
+
+    def __init__(self, addr: str, port: int, rank: Optional[int] = None):
+        if not isinstance(addr, str) or not addr or not isinstance(port, int):
+            raise TypeError("a Port is made by Channel.open(), not by hand")
+        self._addr = addr
+        self._port = port
+        self._rank = rank
+
+    def send(self, obj: R) -> None:
+        """Sends ``obj`` to the receiver (fire and forget, in order)."""
+        self._send(("ok", obj))
+
+    def exception(self, obj: BaseException) -> None:
+        """Makes the receiver's ``recv()`` of this message raise ``obj``."""
+        if not isinstance(obj, BaseException):
+            raise TypeError(f"Port.exception takes an exception, got {obj!r}")
+        tb = "".join(traceback.format_exception(type(obj), obj, obj.__traceback__))
+        try:
+            frames = dumps(("err", obj, tb))
+        except Exception:  # the exception does not pickle: its text does
+            frames = dumps(("err", RuntimeError(f"{type(obj).__name__}: {obj}\n{tb}"), tb))
+        self._send_frames(frames)
+
+    def _send(self, reply: Tuple[Any, ...]) -> None:
+        self._send_frames(dumps(reply))
+
+    def _send_frames(self, frames: Any) -> None:
+        actors().send_to_port(self._addr, self._port, frames)
+
+    def __reduce__(self) -> Any:
+        return (Port, (self._addr, self._port, self._rank))
+
+    def __repr__(self) -> str:
+        return f"<Port {self._addr}#{self._port}>"
+
+
+def _received(out: Any) -> Any:
+    reply = loads(out[1])
+    if reply[0] == "ok":
+        return reply[1]
+    raise reply[1]
+
+
+class PortReceiver(Generic[R]):
+    """The receiving end of a channel: ``recv()`` is a Future of the next
+    message (``.get()``, or ``await``). The port closes when the receiver is
+    closed or dropped; what is sent after that is lost."""
+
+    def __init__(self, handle: Any):
+        self._handle = handle
+
+    def recv(self) -> "Future[R]":
+        return Future(HandleSource(self._handle.recv(), _received))
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a PortReceiver stays in the process that opened its channel; "
+                        "send its Port instead")
+
+
+class Channel(Generic[R]):
+    """``port, receiver = Channel.open()``: a channel whose receiving end is in
+    this process (the controller or an actor)."""
+
+    @staticmethod
+    def open(once: bool = False) -> Tuple[Port[R], PortReceiver[R]]:
+        """``once``: the port takes one message."""
+        handle = actors().PortReceiver(bool(once))
+        addr, number = handle.ref()
+        return Port(addr, number), PortReceiver(handle)
+
+
+def send(endpoint: Any, args: Tuple[Any, ...] = (), kwargs: Optional[Dict[str, Any]] = None,
+         port: Optional[Port[Any]] = None, selection: str = "all") -> None:
+    """Calls ``endpoint`` (``mesh.method``) without waiting: on every actor
+    (``selection="all"``) or one (``"choose"``). With a ``port``, each
+    result, or exception, is sent to it; without, results are dropped and an
+    exception stops the actor (as ``broadcast``)."""
+    from .actor_mesh import Endpoint
+
+    if not isinstance(endpoint, Endpoint):
+        raise TypeError(f"send takes an endpoint of an actor mesh (mesh.method), got "
+                        f"{endpoint!r}")
+    if not isinstance(args, tuple):
+        raise TypeError(f"send's args is a tuple, got {type(args).__name__}")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise TypeError(f"send's kwargs is a dict, got {type(kwargs).__name__}")
+    if port is not None and not isinstance(port, Port):
+        raise TypeError(f"send's port is a Port (Channel.open()), got {port!r}")
+    if selection not in ("all", "choose"):
+        raise ValueError(f"send's selection is 'all' or 'choose', got {selection!r}")
+    endpoint._send(args, kwargs or {}, port, selection)
