@@ -23,7 +23,7 @@
   loop) ``--rounds`` times.
 
 A failure is a crash or abort (a signal, an exit status other than the tool's
-own -- 0/1 for monarch-opt, 0/1/2 for monarch-run -- a stack dump,
+own -- 0/1 for monarch-opt, 0-3 for monarch-run -- a stack dump,
 an LLVM fatal error, a sanitizer report), a hang (the timeout) or, for
 ``monarch-run``, a process or directory left behind. Each failing input is
 kept under ``--keep`` (default ``campaign-failures/``); the summary line
@@ -58,7 +58,8 @@ TYPES = ["f32", "f64", "i64", "i1", "bf16", "f16", "index", "i32"]
 
 def crashed(rc: int, err: str, statuses: Tuple[int, ...] = (0, 1)) -> bool:
     """Whether a run crashed: an exit status other than the tool's own
-    (monarch-opt: 0, 1; monarch-run: 0, 1, 2 for input it refuses) or a
+    (monarch-opt: 0, 1; monarch-run: 0, 1, 2 for input it refuses, 3 for a
+    run that timed out) or a
     crash report on stderr."""
     return rc not in statuses or bool(CRASH.search(err))
 
@@ -241,10 +242,14 @@ def run_plans(build: str, args: argparse.Namespace) -> Tuple[int, int]:
                     if hung:
                         os.killpg(proc.pid, 9)
                         proc.wait()
-                    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-                    proc.stderr.close()
+                    # stderr went to a file: a pipe nobody reads while the
+                    # run lasts would fill and stop it, which looks like a hang.
+                    with open(path + ".err", "rb") as f:
+                        f.seek(max(0, os.path.getsize(path + ".err") - 4000))
+                        err = f.read().decode(errors="replace")
+                    os.unlink(path + ".err")
                     running.remove(entry)
-                    if hung or crashed(proc.returncode, err, (0, 1, 2)):
+                    if hung or crashed(proc.returncode, err, (0, 1, 2, 3)):
                         failures += 1
                         os.makedirs(args.keep, exist_ok=True)
                         shutil.copy(path, os.path.join(args.keep, os.path.basename(path)))
@@ -263,8 +268,10 @@ def run_plans(build: str, args: argparse.Namespace) -> Tuple[int, int]:
             path = os.path.join(work, f"m{done}.plan")
             with open(path, "wb") as f:
                 f.write(mutate_bytes(rng, rng.choice(seeds)))
-            proc = subprocess.Popen([run_bin, path, "--timeout", "30"], stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+            with open(path + ".err", "wb") as err_file:
+                proc = subprocess.Popen([run_bin, path, "--timeout", "30"],
+                                        stdout=subprocess.DEVNULL, stderr=err_file,
+                                        start_new_session=True)
             running.append((proc, path, time.monotonic()))
             done += 1
             if done % 500 == 0:

@@ -43,6 +43,7 @@
 #include "monarch/tensor/Plan.h"
 
 #include <chrono>
+#include <map>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -326,9 +327,21 @@ int runMain(int argc, char **argv) {
   run::FetchPrinter printer(*program, stdout);
   PlanRunObserver observer;
   observer.onFetch = [&](const plan::FetchReply &r) { printer.add(r); };
-  observer.onFailure = [](const plan::Failure &f) {
-    std::fprintf(stderr, "monarch-run: error: %s\n",
-                 run::describeFailure(f).c_str());
+  // Each root failure is reported, but a failing instruction inside a loop
+  // fails anew on every trip: past kReportsPerInstruction reports of one
+  // instruction the rest are only counted, so stderr stays bounded.
+  constexpr int64_t kReportsPerInstruction = 10;
+  std::map<int64_t, int64_t> failuresOf;
+  observer.onFailure = [&](const plan::Failure &f) {
+    int64_t seen = ++failuresOf[f.instruction()];
+    if (seen <= kReportsPerInstruction)
+      std::fprintf(stderr, "monarch-run: error: %s\n",
+                   run::describeFailure(f).c_str());
+    if (seen == kReportsPerInstruction)
+      std::fprintf(stderr,
+                   "monarch-run: further failures of instruction #%lld are "
+                   "counted, not reported\n",
+                   static_cast<long long>(f.instruction()));
   };
   // Which worker is stuck, and when it is back (docs/runtime.md, Liveness).
   observer.onLiveness = [](const ControllerEvent &e) {
@@ -350,6 +363,12 @@ int runMain(int argc, char **argv) {
   int64_t n = program->instructions_size();
   auto result =
       runPlan(**controller, *program, observer, n >= 2000 ? n / 20 : 0);
+  for (const auto &[instruction, count] : failuresOf)
+    if (count > kReportsPerInstruction)
+      std::fprintf(stderr,
+                   "monarch-run: instruction #%lld failed %lld times in all\n",
+                   static_cast<long long>(instruction),
+                   static_cast<long long>(count));
   int rc = 0;
   if (!result.ok()) {
     printer.flush();
