@@ -305,14 +305,24 @@ def run_messages(build: str, args: argparse.Namespace) -> Tuple[int, int]:
     return args.count, 0 if ok else 1
 
 
+CHAOS = re.compile(r"chaos: .*?(\d+) kills, (\d+) stalls .*?(\d+) garbage connections")
+
+
 def run_kills(build: str, args: argparse.Namespace) -> Tuple[int, int]:
     failures = 0
+    kills = stalls = garbage = 0
     for r in range(args.rounds):
         ok, out = run_ctest_binary(build, "TensorChaosTest", "*", {}, 600)
         summary = [l for l in out.splitlines() if "chaos" in l.lower()][-3:]
         print(f"kills: round {r + 1}: {'ok' if ok else 'FAILED'} {' | '.join(summary)}",
               flush=True)
         failures += 0 if ok else 1
+        m = CHAOS.search(out)
+        if m:
+            kills, stalls, garbage = (kills + int(m.group(1)), stalls + int(m.group(2)),
+                                      garbage + int(m.group(3)))
+    print(f"kills: {kills} SIGKILLs and {stalls} SIGSTOP/SIGCONT stalls of tensor workers, "
+          f"{garbage} garbage connections, over {args.rounds} runs", flush=True)
     return args.rounds, failures
 
 
