@@ -35,11 +35,14 @@
 #include "monarch/runtime/proc/Port.h"
 #include "monarch/runtime/proc/Runtime.h"
 #include "monarch/runtime/proc/Worker.h"
+#include "monarch/runtime/util/Log.h"
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <fcntl.h>
+#include <unistd.h>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -659,17 +662,52 @@ public:
       py::object made = worker.attr("construct")(toPy(frames), c);
       instance = std::make_unique<py::object>(std::move(made));
       invoke = std::make_unique<py::object>(worker.attr("invoke"));
+      idleFn = std::make_unique<py::object>(worker.attr("idle"));
     });
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0) {
+      wakeRead = fds[0];
+      wakeWrite = fds[1];
+    }
   }
   ~PythonActor() override {
     if (instance && pythonUsable()) {
       python.run([&] {
+        idleFn.reset();
         invoke.reset();
         instance.reset();
       });
     } else { // no interpreter to drop them in
+      (void)idleFn.release();
       (void)invoke.release();
       (void)instance.release();
+    }
+    for (int fd : {wakeRead, wakeWrite})
+      if (fd >= 0)
+        ::close(fd);
+  }
+
+  /// Between messages: the actor's asyncio tasks run (worker.idle) until
+  /// wake() writes to the pipe the event loop watches. Nothing is run when
+  /// the actor has no pending task.
+  void idle() override {
+    if (!idleFn || wakeRead < 0 || !pythonUsable())
+      return;
+    python.run([&] {
+      try {
+        (*idleFn)(*instance, wakeRead);
+      } catch (py::error_already_set &e) {
+        monarch::log::error("actor ", context().mesh, "[", context().rank,
+                            "]: its asyncio tasks failed: ",
+                            pythonErrorText(e));
+      }
+    });
+  }
+  void wake() override {
+    if (wakeWrite >= 0) {
+      char byte = 1;
+      // Full pipe: a wake-up is already pending, which is all that counts.
+      (void)!::write(wakeWrite, &byte, 1);
     }
   }
 
@@ -711,8 +749,12 @@ private:
 
   ActorThreadState python; // first: made before, dropped after the objects
   std::unique_ptr<py::object> instance;
-  /// monarch._src.actor.worker.invoke, looked up once.
+  /// monarch._src.actor.worker.invoke and .idle, looked up once.
   std::unique_ptr<py::object> invoke;
+  std::unique_ptr<py::object> idleFn;
+  /// The pipe wake() writes to and idle()'s event loop watches.
+  int wakeRead = -1;
+  int wakeWrite = -1;
 };
 
 const bool registered = [] {

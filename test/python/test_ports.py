@@ -195,3 +195,54 @@ def test_a_script_with_channels_runs_as_a_user_runs_it(tmp_path):
     result = run_script(script)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "[0, 2, 4, 6, 8, 10]"
+
+
+class Ticker(Actor):
+    """Starts an asyncio task that outlives the endpoint (Monarch's pattern
+    for background loops): it runs between the actor's messages."""
+
+    def __init__(self, out: Port):
+        self.out = out
+        self.task = None
+        self.ticks = 0
+
+    @endpoint
+    async def start(self) -> None:
+        self.task = asyncio.create_task(self._tick())
+
+    async def _tick(self) -> None:
+        while True:
+            self.ticks += 1
+            self.out.send(self.ticks)
+            await asyncio.sleep(0.001)
+
+    @endpoint
+    def count(self) -> int:
+        return self.ticks
+
+    @endpoint
+    async def stop_ticking(self) -> int:
+        self.task.cancel()
+        try:
+            await self.task
+        except asyncio.CancelledError:
+            pass
+        return self.ticks
+
+
+def test_asyncio_tasks_an_endpoint_started_run_between_messages():
+    port, received = Channel.open()
+    procs = this_host().spawn_procs({"gpu": 1})
+    try:
+        ticker = procs.spawn("ticker", Ticker, port)
+        ticker.start.call_one().get(timeout=30)
+        # The task ticks with no message to the actor in flight...
+        assert [received.recv().get(timeout=30) for _ in range(20)] == list(range(1, 21))
+        # ...and messages still get through while it runs.
+        seen = ticker.count.call_one().get(timeout=30)
+        assert seen >= 20
+        stopped_at = ticker.stop_ticking.call_one().get(timeout=30)
+        assert stopped_at >= seen
+        assert ticker.count.call_one().get(timeout=30) == stopped_at  # cancelled: no more ticks
+    finally:
+        procs.stop()

@@ -2,10 +2,12 @@
 #include "TestSupport.h"
 
 #include "monarch/runtime/proc/InProcessLauncher.h"
+#include "monarch/runtime/util/Polling.h"
 
 #include <algorithm>
 #include <atomic>
 #include <set>
+#include <condition_variable>
 #include <mutex>
 #include <thread>
 
@@ -321,6 +323,67 @@ TEST(Actors, AnOwnThreadActorLivesOnOneThreadOutsideTheArena) {
   EXPECT_TRUE(procs->stop().isOk());
   std::lock_guard<std::mutex> guard(boundMu);
   EXPECT_EQ(boundDestroyedOn, constructedOn);
+}
+
+/// An ownThread() actor with work of its own between messages: idle()
+/// blocks until wake(), as the Python actor's event loop does.
+class Idler : public Actor {
+public:
+  void idle() override {
+    std::unique_lock<std::mutex> lock(mu);
+    ++idles;
+    onOwnThread = onOwnThread && std::this_thread::get_id() == thread;
+    cv.wait(lock, [&] { return woken; });
+    woken = false;
+  }
+  void wake() override {
+    std::lock_guard<std::mutex> guard(mu);
+    woken = true;
+    cv.notify_all();
+  }
+  /// How many times idle() ran, and whether always on the actor's thread.
+  std::vector<int64_t> idleRuns() {
+    std::lock_guard<std::mutex> guard(mu);
+    return {idles, onOwnThread ? 1 : 0};
+  }
+
+private:
+  std::mutex mu;
+  std::condition_variable cv;
+  bool woken = false;
+  int64_t idles = 0;
+  bool onOwnThread = true;
+  std::thread::id thread = std::this_thread::get_id(); // the constructor's
+};
+const bool idlerRegistered = ActorClass<Idler>("test.Idler")
+                                 .ownThread()
+                                 .endpoint("idleRuns", &Idler::idleRuns)
+                                 .install();
+
+TEST(Actors, AnIdleActorIsWokenByEachMessage) {
+  auto options = testProcOptions("idler");
+  options.launcher = std::make_shared<InProcessLauncher>();
+  auto procs = thisHost().spawnProcs({{"gpu", 1}}, options);
+  ASSERT_TRUE(procs.ok()) << procs.status().toString();
+  auto idler = procs->spawn("idler", "test.Idler");
+  ASSERT_TRUE(idler.ok()) << idler.status().toString();
+  // Without polling the actor goes idle as soon as its mailbox is empty, so
+  // calls find it inside idle(), which only wake() ends; run until it has
+  // idled five times (a call that wake() did not reach would time out).
+  auto pollBefore = pollTime(PollSite::Actor);
+  setPollTime(PollSite::Actor, 0us);
+  int64_t idles = 0;
+  auto until = std::chrono::steady_clock::now() + 20s;
+  while (idles < 5 && std::chrono::steady_clock::now() < until) {
+    auto runs = idler->callOne<std::vector<int64_t>>("idleRuns").get(10s);
+    ASSERT_TRUE(runs.ok()) << runs.status().toString();
+    EXPECT_EQ((*runs)[1], 1) << "idle() ran off the actor's thread";
+    idles = (*runs)[0];
+  }
+  setPollTime(PollSite::Actor, pollBefore);
+  EXPECT_GE(idles, 5) << "idle() did not run between messages";
+  // Stopping wakes it too (the destructor's exit wakes an idling actor).
+  EXPECT_TRUE(procs->stop().isOk());
 }
 
 TEST(Actors, InProcessProcsRunTheSameActorPath) {

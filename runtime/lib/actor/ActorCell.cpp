@@ -34,6 +34,8 @@ struct ActorCell::OwnThread {
   /// Set by the cell's destructor: runs on the thread before it ends.
   std::function<void()> last;
   bool exiting = false;
+  /// The actor whose idle() runs now (wake() it when a message comes).
+  Actor *idling = nullptr;
   std::thread thread;
 
   static void loop(std::shared_ptr<OwnThread> self) {
@@ -47,6 +49,7 @@ struct ActorCell::OwnThread {
         cell = std::move(self->pending);
       }
       cell->drain();
+      cell->idle(*self);
       // Dropping `cell` here may destroy it (on this thread).
     }
     std::function<void()> last;
@@ -70,6 +73,28 @@ ActorCell::ActorCell(tbb::task_arena &arena, const ActorClassInfo &cls,
   }
 }
 
+void ActorCell::idle(OwnThread &thread) {
+  // Until the next message: the actor's own work, if it has some (Actor::idle).
+  if (!instance || stopped())
+    return;
+  {
+    std::lock_guard<std::mutex> guard(thread.mu);
+    if (thread.pending || thread.exiting)
+      return;
+    thread.idling = instance.get();
+  }
+  {
+    ContextScope scope(&ctx);
+    try {
+      instance->idle();
+    } catch (const std::exception &e) {
+      log::error("actor ", describe(ctx), ": idle work failed: ", e.what());
+    }
+  }
+  std::lock_guard<std::mutex> guard(thread.mu);
+  thread.idling = nullptr;
+}
+
 ActorCell::~ActorCell() {
   if (!own)
     return;
@@ -77,6 +102,8 @@ ActorCell::~ActorCell() {
   {
     std::lock_guard<std::mutex> guard(own->mu);
     own->exiting = true;
+    if (own->idling)
+      own->idling->wake();
     // The actor is destroyed on its thread, like everything else it ran.
     if (!onOwnThread)
       own->last = [this] { instance.reset(); };
@@ -103,6 +130,8 @@ void ActorCell::enqueue(Work work) {
       {
         std::lock_guard<std::mutex> guard(own->mu);
         own->pending = std::move(self);
+        if (own->idling)
+          own->idling->wake();
       }
       own->cv.notify_one();
     } else {

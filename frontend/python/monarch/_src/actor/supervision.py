@@ -138,7 +138,14 @@ def supervise(instance: Any, event: SupervisionEvent) -> None:
     info = instance.__dict__.get("_monarch_context") or {}
     handler = getattr(instance, "__supervise__", None)
     with context.entered(instance, info):
-        with instance.__dict__["_monarch_lock"]:
+        lock = instance.__dict__["_monarch_lock"]
+        # Between messages the actor's thread may hold the lock running its
+        # asyncio tasks (worker.idle): ask it to stop until the next message.
+        while not lock.acquire(timeout=0.05):
+            interrupt = instance.__dict__.get("_monarch_interrupt_idle")
+            if interrupt is not None:
+                interrupt()
+        try:
             if instance.__dict__.get("_monarch_stopped") is not None:
                 return  # already failed and reported once
             handled = False
@@ -151,6 +158,8 @@ def supervise(instance: Any, event: SupervisionEvent) -> None:
             if handled:
                 return
             instance.__dict__["_monarch_stopped"] = reason
+        finally:
+            lock.release()
     sys.stderr.write(f"monarch: actor {info.get('mesh')}[{info.get('rank')}] failed: {reason}\n")
     sys.stderr.flush()
     owner_port = info.get("owner_port")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import pickle
 import sys
 import threading
@@ -204,6 +205,51 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
                 sys.stderr.flush()
             except Exception:
                 pass
+
+
+def idle(instance: Any, wake_fd: int) -> None:
+    """Between messages, on the actor's thread (the C++ actor's idle()): the
+    actor's event loop runs its pending asyncio tasks -- those an endpoint
+    started with ``asyncio.create_task`` and left running, as in Monarch --
+    until ``wake_fd`` is readable (a message came), or supervision needs the
+    actor (``_monarch_interrupt_idle``: the tasks then wait for the next
+    message). Without pending tasks it returns at once. The tasks run as the
+    actor (its context, its lock)."""
+    loop = getattr(_loop_local, "loop", None)
+    if loop is None or loop.is_closed():
+        return
+    if not any(not t.done() for t in asyncio.all_tasks(loop)):
+        return
+    info = instance.__dict__.get("_monarch_context") or {}
+    woken = loop.create_future()
+
+    def on_wake() -> None:
+        try:
+            while os.read(wake_fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+        if not woken.done():
+            woken.set_result(None)
+
+    def interrupt() -> None:  # supervision (another thread) needs the lock
+        loop.call_soon_threadsafe(lambda: woken.done() or woken.set_result(None))
+
+    loop.add_reader(wake_fd, on_wake)
+    try:
+        with context.entered(instance, info), instance.__dict__["_monarch_lock"]:
+            instance.__dict__["_monarch_interrupt_idle"] = interrupt
+            try:
+                loop.run_until_complete(woken)
+            finally:
+                instance.__dict__.pop("_monarch_interrupt_idle", None)
+    finally:
+        loop.remove_reader(wake_fd)
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except Exception:
+            pass
 
 
 def _run(result: Any) -> Any:

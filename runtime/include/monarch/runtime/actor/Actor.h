@@ -48,6 +48,15 @@ public:
   /// The context of the actor being constructed or run on this thread.
   static const ActorContext *currentContext();
   static void setCurrentContext(const ActorContext *context);
+
+  /// For classes with ownThread() only: called on the actor's thread when
+  /// its mailbox is empty, so that the actor can run work of its own between
+  /// messages (the Python actor's asyncio tasks). It must return soon after
+  /// wake() is called -- from any thread, when a message arrives -- and
+  /// returns at once if it has nothing to do. Runs under the actor's context.
+  virtual void idle() {}
+  /// Makes a running idle() return; thread-safe, never blocks.
+  virtual void wake() {}
 };
 
 /// Type-erased actor class: a factory plus endpoint handlers. Handlers throw

@@ -9,7 +9,8 @@
 // An actor class declared ownThread() drains on a thread of the cell's own
 // instead: the same drain, started by a wake-up of that thread rather than a
 // TBB task, so the actor's constructor, handlers and destructor all run on
-// one thread (the Python actor's thread state lives there).
+// one thread (the Python actor's thread state lives there). Between messages
+// that thread runs the actor's idle() (Actor.h), which a new message wakes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MONARCH_RUNTIME_ACTOR_ACTORCELL_H
@@ -91,6 +92,9 @@ private:
   /// before the drain task ends (util/Polling.h).
   void awaitNext();
   void run(const Invocation &call, const ReplySink &sink);
+  /// On the own thread, with the mailbox empty: the actor's idle().
+  struct OwnThread;
+  void idle(OwnThread &thread);
   void stop(const std::string &reason);
 
   tbb::task_arena &arena;
@@ -101,7 +105,6 @@ private:
   std::unique_ptr<Actor> instance; // touched only by the drain task
 
   /// The thread of an ownThread() class (ActorCell.cpp); null otherwise.
-  struct OwnThread;
   std::shared_ptr<OwnThread> own;
 
   tbb::concurrent_queue<Work> mailbox;
