@@ -441,6 +441,28 @@ def test_context_describes_the_actor(probes):
     assert len({info["current_actor_name"] for info in infos}) == 4
 
 
+@needs_actors
+def test_message_rank_is_the_point_in_the_slice_messaged(probes):
+    # The whole mesh: the spawn point.
+    whole = probes.where.call().get(timeout=30).values()
+    assert [i["message_rank"].rank for i in whole] == [0, 1, 2, 3]
+    # A slice that keeps both dims: points and sizes of the slice.
+    infos = probes.slice(gpu=slice(1, 2)).where.call().get(timeout=30).values()
+    assert [dict(i["message_rank"]) for i in infos] == [{"host": 0, "gpu": 0},
+                                                        {"host": 1, "gpu": 0}]
+    assert [i["size"] for i in infos] == [{"host": 2, "gpu": 1}] * 2
+    # The actor itself is still where it was spawned.
+    assert [i["instance_rank"].rank for i in infos] == [1, 3]
+    assert [dict(i["init_rank"]) for i in infos] == [{"host": 0, "gpu": 1},
+                                                     {"host": 1, "gpu": 1}]
+    # An integer coordinate drops its dim; one actor is the point of no dims.
+    row = probes.slice(host=1).where.call().get(timeout=30).values()
+    assert [dict(i["message_rank"]) for i in row] == [{"gpu": 0}, {"gpu": 1}]
+    one = probes.slice(host=1, gpu=1).where.call_one().get(timeout=30)
+    assert one["message_rank"].rank == 0 and len(one["message_rank"]) == 0
+    assert one["instance_rank"].rank == 3
+
+
 def test_context_in_the_controller_is_the_root_client():
     point = current_rank()
     assert isinstance(point, Point) and len(point) == 0 and point.rank == 0
@@ -488,8 +510,9 @@ def test_accumulator(probes):
     seen = Accumulator(probes.value, [], lambda acc, v: acc + [v]).accumulate()
     assert sorted(seen.get(timeout=30)) == [10, 11, 12, 13]
     assert asyncio.run(_await(total.accumulate())) == 10 * 4 + 6
+    # current_rank() in an actor is its point in the slice the message went to.
     sliced = Accumulator(probes.slice(host=1).value, 0, operator.add)
-    assert sliced.accumulate().get(timeout=30) == 10 * 2 + 2 + 3
+    assert sliced.accumulate().get(timeout=30) == 10 * 2 + 0 + 1
     with pytest.raises(TypeError):
         Accumulator(lambda: 1, 0, operator.add)
 
@@ -506,7 +529,7 @@ def test_as_endpoint_calls_a_plain_method(probes):
         probes.plain.call(1)
     ep = as_endpoint(probes.plain)
     assert ep.call(2).get(timeout=30).values() == [200, 201, 202, 203]
-    assert as_endpoint(probes.slice(host=1, gpu=0).plain).call_one(3).get(timeout=30) == 302
+    assert as_endpoint(probes.slice(host=1, gpu=0).plain).call_one(3).get(timeout=30) == 300
     assert sorted(f.get(timeout=30) for f in as_endpoint(probes.plain).stream(0)) == [0, 1, 2, 3]
     with pytest.raises(ValueError, match="not an @endpoint"):
         as_endpoint(probes.value)

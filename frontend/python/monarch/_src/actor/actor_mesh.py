@@ -31,6 +31,7 @@ from .value_mesh import ValueMesh
 
 FLAG_NO_REPLY = 1  # kept in step with worker.py
 FLAG_TO_PORT = 2  # the frames carry a Port for the result (ports.send)
+FLAG_SLICED = 4  # the frames end with the slice the message went to (message_rank)
 
 _WHERE = re.compile(r"^([^\[\s]+)\[(\d+)\]")
 # A call to a rank already known to have failed (ActorMeshState::checkRanks).
@@ -136,6 +137,8 @@ class ActorMesh:
         self._targets: Optional[List[Tuple[Any, List[int]]]] = None
         self._endpoints = set(endpoint_names(actor_class))
         self._proc_mesh: Any = None  # the ProcMesh (view) the actors are on
+        # A slice of the spawned mesh: messages say which (message_rank).
+        self._sliced = view.ranks() != self._root_ranks
 
     # -- shape -------------------------------------------------------------------
     @property
@@ -167,6 +170,7 @@ class ActorMesh:
         mesh.__dict__.update(self.__dict__)
         mesh._view = view
         mesh._targets = None
+        mesh._sliced = view.ranks() != self._root_ranks
         if self._proc_mesh is not None:
             mesh._proc_mesh = self._proc_mesh.slice(**coords)
         return mesh
@@ -262,14 +266,28 @@ class Endpoint:
         self._mesh = mesh
         self._name = name
 
-    def _frames(self, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> List[Any]:
-        self._mesh._check_alive()
-        return dumps((args, kwargs))
+    def _frames(self, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                port: Any = None) -> Tuple[List[Any], int]:
+        """The message's frames and the flags they need: ``(args, kwargs)``,
+        then the port of ``ports.send``, then -- for a message to a slice of
+        the spawned mesh -- the slice, so that each actor's ``message_rank``
+        is its point in that slice (worker.py)."""
+        mesh = self._mesh
+        mesh._check_alive()
+        payload: Tuple[Any, ...] = (args, kwargs)
+        flags = 0
+        if port is not None:
+            payload, flags = payload + (port,), FLAG_TO_PORT
+        if mesh._sliced:
+            view = mesh._view
+            payload += ((view.offset, tuple((d.name, d.size, d.stride) for d in view.dims)),)
+            flags |= FLAG_SLICED
+        return dumps(payload), flags
 
     def call(self, *args: Any, **kwargs: Any) -> Future[ValueMesh]:
         """Every actor of the mesh; a Future of a :class:`ValueMesh`."""
         mesh = self._mesh
-        frames = self._frames(args, kwargs)
+        frames, flags = self._frames(args, kwargs)
         names, sizes = list(mesh._view.names), list(mesh._view.sizes)
         ep = self._name
 
@@ -281,9 +299,9 @@ class Endpoint:
         plan = mesh._plan()
         if len(plan) == 1:
             return Future(HandleSource(
-                plan[0][0].call(ep, frames, 0),
+                plan[0][0].call(ep, frames, flags),
                 lambda out: ValueMesh(names, sizes, convert(out))))
-        parts = [Future(HandleSource(h.call(ep, frames, 0), convert)) for h, _ in plan]
+        parts = [Future(HandleSource(h.call(ep, frames, flags), convert)) for h, _ in plan]
         return gather(parts, lambda vals: ValueMesh(names, sizes, [x for v in vals for x in v]))
 
     def call_one(self, *args: Any, **kwargs: Any) -> Future[Any]:
@@ -293,24 +311,25 @@ class Endpoint:
             raise ValueError(
                 f"call_one on actor mesh '{mesh._name}' of {len(mesh)} actors; it needs exactly one")
         (handle, _), = mesh._plan()
-        return self._one(handle.call_one(self._name, self._frames(args, kwargs), 0))
+        frames, flags = self._frames(args, kwargs)
+        return self._one(handle.call_one(self._name, frames, flags))
 
     def choose(self, *args: Any, **kwargs: Any) -> Future[Any]:
         """One live actor of the mesh, round robin."""
         plan = self._mesh._plan()
-        frames = self._frames(args, kwargs)
+        frames, flags = self._frames(args, kwargs)
         if len(plan) == 1:
-            return self._one(plan[0][0].choose(self._name, frames, 0))
+            return self._one(plan[0][0].choose(self._name, frames, flags))
         _counter_choose[0] = (_counter_choose[0] + 1) % len(plan)
-        return self._one(plan[_counter_choose[0]][0].choose(self._name, frames, 0))
+        return self._one(plan[_counter_choose[0]][0].choose(self._name, frames, flags))
 
     def broadcast(self, *args: Any, **kwargs: Any) -> None:
         """Every actor, no reply; an exception stops that actor and is a
         supervision event of the mesh."""
-        frames = self._frames(args, kwargs)
+        frames, flags = self._frames(args, kwargs)
         for handle, _ in self._mesh._plan():
             try:
-                handle.broadcast(self._name, frames, FLAG_NO_REPLY)
+                handle.broadcast(self._name, frames, flags | FLAG_NO_REPLY)
             except RuntimeError as e:
                 raise SupervisionError(str(e), self._mesh._name, -1) from None
 
@@ -318,11 +337,8 @@ class Endpoint:
               selection: str) -> None:
         """``ports.send``: every actor (``"all"``) or one (``"choose"``) runs
         the endpoint; results go to ``port`` (or nowhere)."""
-        self._mesh._check_alive()
-        if port is None:
-            frames, flags = dumps((args, kwargs)), FLAG_NO_REPLY
-        else:
-            frames, flags = dumps((args, kwargs, port)), FLAG_NO_REPLY | FLAG_TO_PORT
+        frames, flags = self._frames(args, kwargs, port)
+        flags |= FLAG_NO_REPLY
         plan = self._mesh._plan()
         if selection == "choose":
             _counter_choose[0] = (_counter_choose[0] + 1) % len(plan)
@@ -339,9 +355,9 @@ class Endpoint:
         """Every actor; yields one Future per actor, as Monarch does: the k-th
         completes with the k-th reply to arrive (``[f.get() for f in ...]``,
         or ``await f``)."""
-        frames = self._frames(args, kwargs)
+        frames, flags = self._frames(args, kwargs)
         replies = [self._one(f) for h, _ in self._mesh._plan()
-                   for f in h.stream(self._name, frames, 0)]
+                   for f in h.stream(self._name, frames, flags)]
         return iter(in_arrival_order(replies))
 
     def rref(self, *args: Any, **kwargs: Any) -> Any:

@@ -95,9 +95,9 @@ class Context:
     ``message_rank`` (a :class:`Point`).
 
     ``message_rank`` is the actor's position in the slice the message was
-    sent to where the context says (its "message" entry); the adverbs do not
-    say yet, so it is the position in the mesh the actor was spawned on, which
-    differs from Monarch's only for a message to a slice (docs/python.md)."""
+    sent to (the context's "message" entry, which worker.py sets for a
+    message to a slice), as in Monarch; ``actor_instance.rank`` is its
+    position in the mesh it was spawned on."""
 
     __slots__ = ("actor_instance", "message_rank")
 

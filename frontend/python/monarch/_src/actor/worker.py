@@ -9,6 +9,7 @@ The process itself is started by ``monarch/_src/bootstrap.py``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import pickle
@@ -19,6 +20,7 @@ from typing import Any, Dict, List
 
 from ..common import pickling
 from ..common.errors import SupervisionError
+from ..mesh.view import Dim, MeshView
 from . import context
 from .actor import endpoint_function, endpoint_takes_port
 from .extension import actors
@@ -28,6 +30,9 @@ FLAG_NO_REPLY = 1
 # The frames are (args, kwargs, port): the result goes to that Port
 # (``send(endpoint, ..., port=port)``, ports.py), an exception too.
 FLAG_TO_PORT = 2
+# The frames end with the slice the message went to: (offset, ((name, size,
+# stride), ...)) over the procs' ranks; message_rank is the point in it.
+FLAG_SLICED = 4
 
 
 class WorkerError(RuntimeError):
@@ -154,9 +159,16 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
             stopped = instance.__dict__.get("_monarch_stopped")
             if method in _INTERNAL:
                 return _INTERNAL[method](instance, frames, flags)
+            payload = pickling.loads(frames)
+            if flags & FLAG_SLICED:  # the slice the message went to, last
+                message = _message_entry(payload[-1], info)
+                payload = payload[:-1]
+            else:
+                message = None
+            args, kwargs = payload[0], payload[1]
+            port = payload[2] if flags & FLAG_TO_PORT else None
             if stopped is not None:
-                if flags & FLAG_TO_PORT:  # its receiver must not wait forever
-                    _, _, port = pickling.loads(frames)
+                if port is not None:  # its receiver must not wait forever
                     port.exception(SupervisionError(
                         f"supervision: actor {info.get('mesh')}[{info.get('rank')}] is stopped: "
                         f"{stopped}", str(info.get("mesh")), int(info.get("rank", -1))))
@@ -169,15 +181,16 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
                 found = _endpoint_functions[key] = (endpoint_function(*key),
                                                     endpoint_takes_port(*key))
             fn, takes_port = found
-            if flags & FLAG_TO_PORT:
-                return _invoke_to_port(instance, fn, takes_port, frames)
-            args, kwargs = pickling.loads(frames)
-            if takes_port:  # answered through a port: the reply is what it sends
-                reply = _ReplyPort(f"{info.get('mesh')}[{info.get('rank')}].{method}")
-                _run(fn(instance, reply, *args, **kwargs))
-                result = reply.value()
-            else:
-                result = _run(fn(instance, *args, **kwargs))
+            with context.entered(instance, dict(info, message=message)) if message \
+                    else _NOT_SLICED:
+                if port is not None:
+                    return _invoke_to_port(instance, fn, takes_port, port, args, kwargs)
+                if takes_port:  # answered through a port: the reply is what it sends
+                    reply = _ReplyPort(f"{info.get('mesh')}[{info.get('rank')}].{method}")
+                    _run(fn(instance, reply, *args, **kwargs))
+                    result = reply.value()
+                else:
+                    result = _run(fn(instance, *args, **kwargs))
             if flags & FLAG_NO_REPLY:
                 return []
             return pickling.dumps(("ok", result))
@@ -252,6 +265,34 @@ def idle(instance: Any, wake_fd: int) -> None:
             pass
 
 
+_NOT_SLICED = contextlib.nullcontext()
+# {slice: {proc rank: the context's "message" entry}}, bounded.
+_message_entries: Dict[Any, Dict[int, Any]] = {}
+
+
+def _message_entry(view: Any, info: Dict[str, Any]) -> Dict[str, Any]:
+    """The context's "message" entry (current.py) for a message to the slice
+    ``view``: this actor's point in it and the slice's sizes."""
+    per_rank = _message_entries.get(view)
+    proc_rank = int(info.get("proc_rank", 0))
+    if per_rank is not None and proc_rank in per_rank:
+        return per_rank[proc_rank]
+    offset, dims = view
+    names = [d[0] for d in dims]
+    sizes = [int(d[1]) for d in dims]
+    ranks = MeshView.create(offset, [Dim(n, int(z), int(st)) for n, z, st in dims]).ranks()
+    index = ranks.index(proc_rank) if proc_rank in ranks else 0
+    point = [0] * len(sizes)
+    for i in range(len(sizes) - 1, -1, -1):  # row-major in the slice's dims
+        point[i] = index % sizes[i] if sizes[i] else 0
+        index = index // sizes[i] if sizes[i] else 0
+    entry = {"point": dict(zip(names, point)), "sizes": dict(zip(names, sizes))}
+    if len(_message_entries) > 1024:
+        _message_entries.clear()
+    _message_entries.setdefault(view, {})[proc_rank] = entry
+    return entry
+
+
 def _run(result: Any) -> Any:
     """An endpoint's result; a coroutine is run to completion first."""
     if result is not None and asyncio.iscoroutine(result):
@@ -259,10 +300,10 @@ def _run(result: Any) -> Any:
     return result
 
 
-def _invoke_to_port(instance: Any, fn: Any, takes_port: bool, frames: List[Any]) -> List[Any]:
+def _invoke_to_port(instance: Any, fn: Any, takes_port: bool, port: Any,
+                    args: Any, kwargs: Any) -> List[Any]:
     """``send(endpoint, args, kwargs, port=port)``: the endpoint's result, or
     its exception, goes to ``port``; nothing is replied."""
-    args, kwargs, port = pickling.loads(frames)
     try:
         if takes_port:
             _run(fn(instance, port, *args, **kwargs))
