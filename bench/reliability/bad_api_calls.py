@@ -19,8 +19,8 @@ empty, matches the row's expression and does not leak an internal error
 (a pybind11 signature, ``'<' not supported between ...``, ``... has no
 attribute ...``: see :data:`LEAKS`). Everything else is a failure: it did not
 raise, it hung, it raised an unclear error. A watchdog thread ends the run
-(after stopping the meshes' processes) if one call blocks for more than
-:data:`HANG_S` seconds, naming it. Every :data:`CHECK_EVERY` calls and after
+(exit status 3, after killing this process's children) if one call blocks
+for more than :data:`HANG_S` seconds, naming it. Every :data:`CHECK_EVERY` calls and after
 each category, good calls must still work -- an adverb on the actors,
 tensors on both backends, an RDMA read -- and no state may leak (an active
 mesh or stream, a setting ``configure`` half-applied); a broken mesh is a
@@ -35,7 +35,6 @@ under pytest.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import collections
 import copy
 import ctypes
@@ -193,6 +192,7 @@ class Env:
 
     def __init__(self) -> None:
         self.serial = 0
+        self.config0 = mconfig.get_runtime_config()  # what configure() set before us
         self.events: List[Any] = []
         self._hook = monarch.actor.unhandled_fault_hook
         monarch.actor.unhandled_fault_hook = self.events.append
@@ -319,7 +319,7 @@ class Env:
                 return f"a mesh is still active: {modes.active_mesh()!r}"
             if monarch.get_active_stream().name != "main":
                 return f"stream {monarch.get_active_stream().name!r} is still active"
-            if mconfig.get_runtime_config():
+            if mconfig.get_runtime_config() != self.config0:
                 return f"configure() settings leaked: {mconfig.get_runtime_config()}"
             return None
 
@@ -348,7 +348,7 @@ class Env:
                 m.stop()
             except Exception:
                 pass
-        mconfig.clear_runtime_config()
+        _restore_config(self.config0)
         monarch.actor.unhandled_fault_hook = self._hook
         try:
             os.unlink(self.secret.name)
@@ -388,7 +388,10 @@ class Case(NamedTuple):
 
 
 def _label(v: Any) -> str:
-    text = repr(v)
+    try:
+        text = repr(v)
+    except Exception as e:  # a broken object (what a bad call returned)
+        text = f"<{type(v).__name__} whose repr raised {type(e).__name__}: {e}>"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -490,7 +493,8 @@ def build_cases() -> List[Case]:
     # -- spawn_procs: options -----------------------------------------------------------
     add("spawn_procs", "this_host().spawn_procs(backend=)",
         lambda env, v: this_host().spawn_procs({"gpu": 1}, backend=v),
-        ["gpu", "C", "Sim", "c ", 5, ["c"], b"c", 1.5], TV, r"unknown backend .* \(use 'c' or 'sim'\)")
+        ["gpu", "C", "Sim", "c ", 5, ["c"], b"c", 1.5], TV,
+        r"unknown backend .* \(use 'c' or 'sim'\)")
     for be in BACKENDS:
         add("spawn_procs", f"this_host().spawn_procs(memory_cap=)[{be}]",
             lambda env, v, be=be: this_host().spawn_procs({"gpu": 1}, backend=be, memory_cap=v), [
@@ -669,7 +673,7 @@ def build_cases() -> List[Case]:
         V(5, TE, r"name.*str.*got int"), V(None, TE, r"name.*str.*got NoneType"),
         V(b"x", TE, r"name.*str.*got bytes"), V(["x"], TE, r"name.*str.*got list"),
         V(1.5, TE, r"name.*str.*got float"),
-        V("", VE, r"name.*empty"),
+        V("", VE, r"non-empty name"),
         V("a b", VE, r"'a b'"), V("a[0]", VE, r"'a\[0\]'"), V("x/y", VE, r"'x/y'"),
         V("\x00", VE, r"name"), V("tab\there", VE, r"name"), V("a]", VE, r"'a\]'"),
         V("targets", RuntimeError, r"actor mesh 'targets' exists"),
@@ -1019,8 +1023,8 @@ def build_cases() -> List[Case]:
               "scatter of 0-d"),
             V(lambda M: M.v3.reduce("gpu", "stack", scatter=True), VE,
               r"leading size to be a multiple of 2, got shape \(3,\)", "stack+scatter, leading 3"),
-            V(lambda M: M.t.reduce_("gpu", scatter=True), VE, r"reduce_ \(in place\) cannot scatter",
-              "reduce_ scatter"),
+            V(lambda M: M.t.reduce_("gpu", scatter=True), VE,
+              r"reduce_ \(in place\) cannot scatter", "reduce_ scatter"),
             V(lambda M: M.t.reduce_("gpu", "stack"), VE, r"reduce_ \(in place\) cannot stack",
               "reduce_ stack"),
             V(lambda M: M.t.reduce("gpu", out=M.s), VE,
@@ -1052,17 +1056,21 @@ def build_cases() -> List[Case]:
             V(None, TE, r"to_mesh takes a ProcMesh .*not NoneType"),
             V("mesh", TE, r"to_mesh takes a ProcMesh .*not str"),
             V(L(lambda env: [env.sim], "[mesh]"), TE, r"to_mesh takes a ProcMesh .*not list"),
-            V(L(lambda env: env.tm[be].t, "a tensor"), TE, r"to_mesh takes a ProcMesh .*not DTensor"),
-            V(L(lambda env: env.actors, "ActorMesh"), TE, r"to_mesh takes a ProcMesh .*not ActorMesh"),
+            V(L(lambda env, be=be: env.tm[be].t, "a tensor"), TE,
+              r"to_mesh takes a ProcMesh .*not DTensor"),
+            V(L(lambda env: env.actors, "ActorMesh"), TE,
+              r"to_mesh takes a ProcMesh .*not ActorMesh"),
             V(L(lambda env: env.vm, "ValueMesh"), TE, r"to_mesh takes a ProcMesh .*not ValueMesh"),
-            V(L(lambda env: this_host(), "this_host()"), TE, r"to_mesh takes a ProcMesh .*HostMesh"),
+            V(L(lambda env: this_host(), "this_host()"), TE,
+              r"to_mesh takes a ProcMesh .*HostMesh"),
             V(L(lambda env: env.sim2, "mesh of another spawn_procs"), MUE,
               r"WRONG_MESH: to_mesh between meshes of different spawn_procs"),
-            V(L(lambda env: env.tm[be].mesh.slice(gpu=0), "mesh.slice(gpu=0)"), VE,
+            V(L(lambda env, be=be: env.tm[be].mesh.slice(gpu=0), "mesh.slice(gpu=0)"), VE,
               r"source dim 'gpu' is not in the destination"),
-            V(L(lambda env: env.tm[be].mesh.slice(gpu=slice(0, 1)), "mesh.slice(gpu=0:1)"), VE,
+            V(L(lambda env, be=be: env.tm[be].mesh.slice(gpu=slice(0, 1)),
+                "mesh.slice(gpu=0:1)"), VE,
               r"source dim 'gpu' has size 2 but size 1 in the destination"),
-            V(L(lambda env: env.tm[be].mesh.rename(gpu="g"), "mesh.rename(gpu='g')"), VE,
+            V(L(lambda env, be=be: env.tm[be].mesh.rename(gpu="g"), "mesh.rename(gpu='g')"), VE,
               r"source dim 'gpu' is not in the destination"),
         ])
         add("tensors", f"Tensor.to_mesh (grad)[{be}]", under(lambda M, v: M.g.to_mesh(M.mesh)),
@@ -1206,7 +1214,7 @@ def build_cases() -> List[Case]:
                 V(lambda env: "mesh", TE, r"monarch.range.*mesh.*ProcMesh.*got str", "'mesh'"),
                 V(lambda env: 5, TE, r"mesh.*got int", "5"),
                 V(lambda env: env.actors, TE, r"mesh.*got ActorMesh", "ActorMesh"),
-                V(lambda env: env.tm[be].t, TE, r"mesh.*got DTensor", "a tensor"),
+                V(lambda env, be=be: env.tm[be].t, TE, r"mesh.*got DTensor", "a tensor"),
             ])
 
     add("tensors", "inspect / show / fetch_shard (not a tensor)", lambda env, v: v[0](v[1](env)),
@@ -1483,6 +1491,12 @@ def _config_state() -> Tuple[Dict[str, Any], Dict[str, Optional[str]]]:
     return mconfig.get_runtime_config(), env
 
 
+def _restore_config(settings: Dict[str, Any]) -> None:
+    if mconfig.get_runtime_config() != settings:
+        mconfig.clear_runtime_config()
+        mconfig.configure(**settings)
+
+
 def _configure(kw: Dict[str, Any]) -> Any:
     before = _config_state()
     try:
@@ -1490,7 +1504,7 @@ def _configure(kw: Dict[str, Any]) -> Any:
     finally:
         after = _config_state()
         if after != before:
-            mconfig.clear_runtime_config()
+            _restore_config(before[0])
             raise _StateLeak(f"configure({kw}) changed the settings: {before} -> {after}")
 
 
@@ -1502,7 +1516,7 @@ def _configured(kw: Dict[str, Any]) -> Any:
     finally:
         after = _config_state()
         if after != before:
-            mconfig.clear_runtime_config()
+            _restore_config(before[0])
             raise _StateLeak(f"configured({kw}) left the settings changed: {after}")
 
 
@@ -1523,21 +1537,34 @@ class Result(NamedTuple):
     error: str
 
 
-def _cleanup_result(value: Any) -> None:
-    """A bad call that did not raise may have made a mesh: stop it."""
-    stop = getattr(value, "stop", None)
-    if callable(stop) and type(value).__name__ in ("ProcMesh", "ActorMesh"):
-        try:
-            stop()
-        except Exception:
-            pass
+def _cleanup_result(env: Optional[Env], value: Any) -> None:
+    """A bad call that did not raise may have spawned procs or actors: stop
+    them (never the campaign's own meshes, of which it may return a view)."""
+    kind = type(value).__name__
+    if kind == "ProcMesh":
+        if value._parent is not None or (env is not None and any(
+                value._root is m._root for m in env.meshes)):
+            return
+    elif kind == "ActorMesh":
+        if value._name in ("targets", "stopped_targets", "badinit"):
+            return
+    else:
+        return
+    try:
+        value.stop()
+    except Exception:
+        pass
 
 
-def judge(case: Case, value: Any, error: Optional[BaseException], seconds: float) -> Result:
+def judge(case: Case, value: Any, error: Optional[BaseException], seconds: float,
+          env: Optional[Env] = None) -> Result:
     if error is None:
-        _cleanup_result(value)
+        _cleanup_result(env, value)
         return Result(case, False, f"did not raise (returned {_label(value)})", seconds, "")
-    text = str(error)
+    try:
+        text = str(error)
+    except Exception as e:  # noqa: BLE001
+        text = f"<str() raised {type(e).__name__}: {e}>"
     shown = f"{type(error).__name__}: {text}"
     if seconds > HANG_S:
         return Result(case, False, f"hung: {seconds:.1f}s > {HANG_S:.0f}s", seconds, shown)
@@ -1615,7 +1642,7 @@ def run_case(env: Env, case: Case, watchdog: Optional[Watchdog] = None) -> Resul
     seconds = time.monotonic() - t0
     if watchdog is not None:
         watchdog.disarm()
-    result = judge(case, value, error, seconds)
+    result = judge(case, value, error, seconds, env)
     del value, error
     return result
 

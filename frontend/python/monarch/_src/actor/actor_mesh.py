@@ -23,7 +23,8 @@ from ..common.pickling import dumps, loads
 from ..mesh.view import MeshView
 from . import context
 from . import procs as procs_mod
-from .actor import EndpointProperty, NotAnEndpoint, endpoint_names, endpoint_property
+from .actor import (Actor, EndpointProperty, NotAnEndpoint, endpoint_names,
+                    endpoint_property)
 from .stream import in_arrival_order
 from .tensor_engine import engine
 from .shape import Extent
@@ -74,7 +75,14 @@ def _unpack_reply(frames: List[Any], endpoint: str) -> Any:
 def spawn(proc_mesh: Any, name: str, actor_class: type, *args: Any, **kwargs: Any) -> "ActorMesh":
     """``proc_mesh.spawn(name, ActorClass, *args, **kwargs)``: one actor per proc
     of the view, constructed on its worker before this returns."""
-    if not isinstance(actor_class, type):
+    if not isinstance(name, str):
+        raise TypeError(f"spawn takes the actor mesh's name as a str, got {type(name).__name__}")
+    if not name:
+        raise ValueError("spawn needs a non-empty name for the actor mesh")
+    if any(c in "[]/" or c.isspace() or not c.isprintable() for c in name):
+        raise ValueError(f"actor mesh name {name!r} may not hold '[', ']', '/', whitespace or "
+                         "control characters (the runtime names actors '<mesh>[<rank>]')")
+    if not isinstance(actor_class, type) or not issubclass(actor_class, Actor):
         raise TypeError(f"spawn takes an Actor subclass, got {actor_class!r}")
     state = procs_mod.procs_for(proc_mesh)
     view: MeshView = proc_mesh._view

@@ -27,6 +27,9 @@ class Accumulator(Generic[A, R]):
         if not isinstance(endpoint, Endpoint):
             raise TypeError(f"Accumulator takes an endpoint of an actor mesh "
                             f"(mesh.method), got {endpoint!r}")
+        if not callable(combine):
+            raise TypeError(f"Accumulator takes a combine function (accumulated, reply) -> "
+                            f"accumulated, got {combine!r}")
         self._endpoint = endpoint
         self._identity = identity
         self._combine = combine

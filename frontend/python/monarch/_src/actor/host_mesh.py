@@ -81,6 +81,13 @@ def attach_hosts(
     if (hosts is None) == (hosts_file is None):
         raise ValueError("attach_hosts needs either hosts or hosts_file")
     if hosts is not None:
+        if isinstance(hosts, (str, bytes)) or not hasattr(hosts, "__iter__"):
+            raise TypeError(f"attach_hosts takes a list of 'HOST:PORT' strings, got "
+                            f"{type(hosts).__name__}")
+        hosts = list(hosts)
+        for h in hosts:
+            if not isinstance(h, str):
+                raise TypeError(f"attach_hosts takes 'HOST:PORT' strings, got {type(h).__name__}")
         count = len(hosts)
         source: Dict[str, Any] = {"hosts": list(hosts), "secret_file": secret_file}
     else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import numbers
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ..common.future import Future
@@ -187,6 +188,11 @@ class ProcMesh:
         (``aggregate_window_sec`` is kept, never applied); ``level`` sets
         the level of the root logger of the actor workers already started
         (those started later keep Python's default)."""
+        if aggregate_window_sec is not None and (
+                isinstance(aggregate_window_sec, bool)
+                or not isinstance(aggregate_window_sec, numbers.Real)):
+            raise TypeError(f"aggregate_window_sec takes a number of seconds or None, got "
+                            f"{type(aggregate_window_sec).__name__}")
         if aggregate_window_sec is not None and aggregate_window_sec < 0:
             raise ValueError(
                 f"aggregate_window_sec must be >= 0 or None, got {aggregate_window_sec}")
@@ -230,6 +236,33 @@ def _rebuild_proc_mesh(ref: procs.ProcsRef, view: MeshView) -> ProcMesh:
     return ProcMesh(root, view)
 
 
+_INT64_MAX = 2**63 - 1
+
+
+def _check_int(name: str, value: Any, unit: str, minimum: int) -> None:
+    """An int option of spawn_procs (the C++ controller takes an int64)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int ({unit}), got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be {'positive' if minimum else 'non-negative'}, "
+                         f"got {value}")
+    if value > _INT64_MAX:
+        raise ValueError(f"{name} must be at most {_INT64_MAX}, got {value}")
+
+
+def _per_host(per_host: Any) -> Dict[str, int]:
+    """spawn_procs' shape: a dict of dimension sizes (or (name, size) pairs)."""
+    if per_host is None:
+        return {}
+    if not isinstance(per_host, (str, bytes)):
+        try:
+            return dict(per_host)
+        except (TypeError, ValueError):
+            pass
+    raise TypeError(f"spawn_procs takes per_host as a dict of dimension sizes (e.g. "
+                    f"{{'gpu': 2}}), got {type(per_host).__name__}")
+
+
 def spawn_procs(
     per_host: Optional[Dict[str, int]] = None,
     *,
@@ -240,8 +273,14 @@ def spawn_procs(
     hosts: Optional[Tuple[int, Dict[str, Any]]] = None,
     **sizes: int,
 ) -> ProcMesh:
-    shape_dict: Dict[str, int] = dict(per_host or {})
-    shape_dict.update(sizes)
+    _check_int("memory_cap", memory_cap, "bytes per worker", 0)
+    _check_int("timeout_ms", timeout_ms, "milliseconds", 1)
+    shape_dict: Dict[str, int] = _per_host(per_host)
+    for name, size in sizes.items():
+        if name in shape_dict:
+            raise ValueError(f"spawn_procs: dimension '{name}' given twice (in per_host and "
+                             "as a keyword)")
+        shape_dict[name] = size
     if hosts is not None:  # {"hosts": N} + per_host, on the host agents
         if "hosts" in shape_dict:
             raise ValueError("'hosts' is the host mesh's dim; name per-host dims otherwise")

@@ -31,6 +31,9 @@ class Extent(Mapping):
     __slots__ = ("_labels", "_sizes")
 
     def __init__(self, labels: Sequence[str], sizes: Sequence[int]):
+        for what, seq in (("labels", labels), ("sizes", sizes)):
+            if isinstance(seq, (str, bytes)) or not hasattr(seq, "__iter__"):
+                raise TypeError(f"Extent {what} are a list, got {type(seq).__name__}")
         labels = list(labels)
         sizes = list(sizes)
         if len(labels) != len(sizes):
@@ -97,8 +100,13 @@ class Extent(Mapping):
 
     def rank_of(self, coords: Sequence[int]) -> int:
         """The rank at ``coords`` (row-major)."""
+        coords = list(coords)
+        if len(coords) != len(self._labels):
+            raise ValueError(f"rank_of needs {len(self._labels)} coordinates, got {len(coords)}")
         rank = 0
         for label, size, c in zip(self._labels, self._sizes, coords):
+            if isinstance(c, bool) or not isinstance(c, int):
+                raise TypeError(f"coordinate of '{label}' must be an int, got {type(c).__name__}")
             if not 0 <= c < size:
                 raise IndexError(f"coordinate {label}={c} out of range (size {size})")
             rank = rank * size + c

@@ -14,6 +14,18 @@ from ..mesh.view import MeshView
 from .shape import Extent, Point
 
 
+def _plain(shape: List[Tuple[str, int]]) -> bool:
+    """Whether ``shape`` is one MeshView.root takes (checked cheaply: every
+    reply makes a value mesh)."""
+    seen = set()
+    for name, size in shape:
+        if type(name) is not str or not name or name in seen or type(size) is not int \
+                or size < 1:
+            return False
+        seen.add(name)
+    return True
+
+
 class ValueMesh:
     """One value per rank of the mesh a ``call`` went to."""
 
@@ -27,6 +39,8 @@ class ValueMesh:
         # Indices into self._values in rank order (all of them for a whole mesh).
         self._ranks: Optional[List[int]] = None
         if view is None:
+            if not _plain(self._shape):
+                MeshView.root(self._shape)  # raises what is wrong with the shape
             count = 1
             for _, size in self._shape:
                 count *= size
@@ -99,7 +113,10 @@ class ValueMesh:
                         f"item() needs a coordinate for dimension '{name}' (size {size})")
                 c = 0
             else:
-                c = int(coords[name])
+                c = coords[name]
+                if isinstance(c, bool) or not isinstance(c, int):
+                    raise TypeError(f"coordinate of '{name}' must be an int, got "
+                                    f"{type(c).__name__}")
                 if not 0 <= c < size:
                     raise IndexError(f"coordinate {name}={c} out of range (size {size})")
             position.append(c)
@@ -112,6 +129,8 @@ class ValueMesh:
     def get(self, rank: int) -> Any:
         """The value of the ``rank``-th point (row-major)."""
         ranks = self._rank_list()
+        if isinstance(rank, bool) or not isinstance(rank, int):
+            raise TypeError(f"rank must be an int, got {type(rank).__name__}")
         if not 0 <= rank < len(ranks):
             raise IndexError(f"rank {rank} out of range for a value mesh of {len(ranks)}")
         return self._values[ranks[rank]]

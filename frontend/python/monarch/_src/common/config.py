@@ -142,6 +142,7 @@ MONARCH_ONLY: Dict[str, str] = {
     "mesh_orphan_timeout": _HYPERACTOR,
 }
 
+_INT64_MAX = 2**63 - 1
 _UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
 _DURATION = re.compile(r"(\d+)\s*(ms|s|min|m|h)")
 
@@ -173,6 +174,8 @@ def _check(key: str, value: Any) -> Any:
                             f", got {type(value).__name__}")
         if value < s.minimum:
             raise ValueError(f"{key} must be at least {s.minimum}, got {value}")
+        if value > _INT64_MAX:  # what the runtime reads (strtoll)
+            raise ValueError(f"{key} must be at most {_INT64_MAX}, got {value}")
         return value
     if not isinstance(value, str):
         raise TypeError(f"{key} takes a str, got {type(value).__name__}")
@@ -279,9 +282,12 @@ def configured(**settings: Any) -> Iterator[Dict[str, Any]]:
 def _check_keys(options: Dict[str, Any], what: str) -> None:
     if not options:
         raise ValueError(f"{what} needs at least one setting")
-    for key in options:
+    for key, values in options.items():
         if key not in SETTINGS:
             raise _refuse(key)
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+            raise TypeError(f"{what} takes each setting's values as a set or a list: "
+                            f"'{key}' got {type(values).__name__}")
 
 
 def parametrize_config(**options: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

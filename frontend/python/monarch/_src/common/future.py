@@ -15,6 +15,7 @@ futures (``Future.ready(value)``) need no source.
 from __future__ import annotations
 
 import asyncio
+import numbers
 import time
 from typing import Any, Callable, Generic, List, Optional, TypeVar
 
@@ -23,6 +24,17 @@ U = TypeVar("U")
 
 _UNSET: Any = object()
 _FOREVER_MS = 10**9
+
+
+def check_timeout(timeout: Any) -> Optional[float]:
+    """A ``get(timeout)``: None (no bound) or a number of seconds >= 0."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError(f"timeout is a number of seconds or None, got {type(timeout).__name__}")
+    if not timeout >= 0:  # NaN too
+        raise ValueError(f"timeout must be non-negative (seconds) or None, got {timeout}")
+    return timeout
 
 
 class Source:
@@ -88,6 +100,7 @@ class Future(Generic[T]):
         bound, e.g. the mesh's ``timeout_ms`` for a fetch; forever for an
         adverb) and raises TimeoutError after it. Raises the error the value
         failed with."""
+        timeout = check_timeout(timeout)
         if timeout is None and self._source is not None:
             timeout = self._source.default_timeout
         if not self._resolve(timeout):
@@ -107,6 +120,7 @@ class Future(Generic[T]):
 
     def exception(self, timeout: Optional[float] = None) -> Optional[BaseException]:
         """The error the value failed with, or None; waits like ``get``."""
+        timeout = check_timeout(timeout)
         if timeout is None and self._source is not None:
             timeout = self._source.default_timeout
         if not self._resolve(timeout):
@@ -115,6 +129,8 @@ class Future(Generic[T]):
 
     def then(self, fn: Callable[[T], U]) -> "Future[U]":
         """A future of ``fn(value)`` (errors pass through unchanged)."""
+        if not callable(fn):
+            raise TypeError(f"then takes a callable, got {fn!r}")
         return Future(_Mapped(self, fn))
 
     def __await__(self):
@@ -231,7 +247,10 @@ class HandleSource(Source):
         self._convert = convert
 
     def wait(self, future: Future[Any], timeout: Optional[float]) -> None:
-        ms = _FOREVER_MS if timeout is None else max(int(timeout * 1000), 0)
+        if timeout is None or not timeout * 1000 < _FOREVER_MS:  # inf too
+            ms = _FOREVER_MS
+        else:
+            ms = max(int(timeout * 1000), 0)
         out = self._handle.get(ms)
         if out is None:
             return

@@ -11,7 +11,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-__all__ = ["Dim", "MeshView", "MeshKeyError"]
+__all__ = ["Dim", "MeshView", "MeshKeyError", "dim_names"]
 
 
 class MeshKeyError(KeyError):
@@ -28,11 +28,29 @@ class Dim:
     stride: int
 
 
+def dim_names(dims: Union[str, Sequence[str]], what: str) -> Tuple[str, ...]:
+    """``dims`` as a tuple of names: one name (a str) or a sequence of them;
+    anything else is a TypeError naming ``what`` took it."""
+    if isinstance(dims, str):
+        return (dims,)
+    if isinstance(dims, (bytes, bytearray)) or not hasattr(dims, "__iter__"):
+        raise TypeError(f"{what} takes a dimension name or a sequence of names, got "
+                        f"{type(dims).__name__}")
+    return tuple(dims)
+
+
+def _describe_shape(dims: Sequence[Dim]) -> str:
+    return "{" + ", ".join(f"{d.name}={d.size}" for d in dims) + "}"
+
+
 def _join_names(dims: Sequence[Dim]) -> str:
     return ", ".join(d.name for d in dims) if dims else "none"
 
 
 SliceArg = Union[int, slice, range]
+
+#: The most ranks a mesh may hold (runtime/mesh: kMaxMeshRanks).
+MAX_MESH_RANKS = 1 << 20
 
 
 class MeshView:
@@ -61,6 +79,8 @@ class MeshView:
         if offset < 0:
             raise ValueError(f"mesh offset must be non-negative, got {offset}")
         seen = set()
+        ranks = 1
+        last = offset
         for d in dims:
             if not isinstance(d.name, str):
                 raise TypeError(f"mesh dimension names must be str, got {type(d.name).__name__}")
@@ -81,6 +101,14 @@ class MeshView:
                 raise ValueError(
                     f"mesh dimension '{d.name}' must have a non-negative stride, got {d.stride}"
                 )
+            ranks *= d.size
+            if ranks > MAX_MESH_RANKS:
+                raise ValueError(f"a mesh holds at most {MAX_MESH_RANKS} ranks; "
+                                 f"{_describe_shape(dims)} is larger")
+            last += (d.size - 1) * d.stride
+        if last >= MAX_MESH_RANKS:
+            raise ValueError(f"mesh view (offset {offset}, {_describe_shape(dims)}) reaches past "
+                             f"rank {MAX_MESH_RANKS - 1}, the largest a mesh may hold")
         return MeshView(offset, dims)
 
     # -- queries ------------------------------------------------------------
@@ -103,6 +131,8 @@ class MeshView:
         return None
 
     def lookup(self, name: str) -> int:
+        if not isinstance(name, str):
+            raise TypeError(f"mesh dimensions are named by str, got {type(name).__name__}")
         i = self.find(name)
         if i is None:
             raise MeshKeyError(
@@ -119,7 +149,7 @@ class MeshView:
         if isinstance(names, str):
             return self.dims[self.lookup(names)].size
         total = 1
-        for n in names:
+        for n in dim_names(names, "size"):
             total *= self.dims[self.lookup(n)].size
         return total
 
@@ -167,6 +197,10 @@ class MeshView:
     def slice_range(self, name: str, rng: Union[slice, range]) -> "MeshView":
         i = self.lookup(name)
         d = self.dims[i]
+        for bound in (rng.start, rng.stop, rng.step):
+            if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)):
+                raise TypeError(f"slice of dimension '{name}' takes int bounds (or None), got "
+                                f"{type(bound).__name__}")
         step = 1 if rng.step is None else rng.step
         if step < 1:
             raise ValueError(
@@ -294,6 +328,9 @@ class MeshView:
         return True
 
     def flatten(self, name: str) -> "MeshView":
+        if not isinstance(name, str):
+            raise TypeError(f"flatten takes the new dimension's name as a str, got "
+                            f"{type(name).__name__}")
         if not name:
             raise ValueError("flatten needs a non-empty dimension name")
         if not self.is_dense():

@@ -90,6 +90,11 @@ def _memory(obj: Any, *, for_write: bool) -> Tuple[int, int, bool]:
             )
         if not obj.is_contiguous():
             raise RDMAError("RDMA needs a contiguous tensor (use .contiguous())", "Invalid")
+        if obj.numel() and not obj.data_ptr():
+            raise RDMAError(
+                f"RDMA needs a tensor with host memory; this {type(obj).__name__} has no "
+                "storage here (a distributed tensor's values live on its workers: register "
+                "a local tensor in the proc that holds it)", "Invalid")
         return obj.data_ptr(), obj.numel() * obj.element_size(), False
     try:
         addr, size, read_only = _rdma.buffer_address(obj)
@@ -102,6 +107,23 @@ def _memory(obj: Any, *, for_write: bool) -> Tuple[int, int, bool]:
     if for_write and read_only:
         raise RDMAError("cannot read into read-only memory", "Invalid")
     return addr, size, read_only
+
+
+_MAX_OFFSET = 2**64 - 1
+
+
+def _offset(offset: Any) -> int:
+    """A transfer's byte offset: an int in [0, 2**64)."""
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise RDMAError(f"RDMA offset must be a non-negative int (bytes), got "
+                        f"{type(offset).__name__}", "Invalid")
+    if offset < 0:
+        raise RDMAError(f"RDMA offset must be a non-negative int (bytes), got {offset}",
+                        "Invalid")
+    if offset > _MAX_OFFSET:
+        raise RDMAError(f"RDMA offset {offset} exceeds the largest there is (2**64 - 1)",
+                        "Invalid")
+    return offset
 
 
 def _check(result: Any) -> None:
@@ -145,12 +167,14 @@ class RDMABuffer:
         ``dst``; the Future's ``get(timeout)`` raises :class:`RDMAError` on
         failure."""
         addr, size, _ = _memory(dst, for_write=True)
-        return _transfer_future(_rdma.submit([("read", self._handle, offset, addr, size, dst)]))
+        return _transfer_future(_rdma.submit([("read", self._handle, _offset(offset), addr, size,
+                                               dst)]))
 
     def write_from(self, src: Any, offset: int = 0) -> Future:
         """Copies all of ``src`` into this buffer at byte ``offset``."""
         addr, size, _ = _memory(src, for_write=False)
-        return _transfer_future(_rdma.submit([("write", self._handle, offset, addr, size, src)]))
+        return _transfer_future(_rdma.submit([("write", self._handle, _offset(offset), addr, size,
+                                               src)]))
 
     def drop(self) -> None:
         """Unregisters the memory (on its owner, from wherever this handle
@@ -170,8 +194,19 @@ def submit(ops: Sequence[Tuple[str, RDMABuffer, Any, int]]) -> Future:
     """Several transfers at once: ``[("read", buffer, dst, offset),
     ("write", buffer, src, offset), ...]``; one Future for all (the first
     error wins)."""
+    if isinstance(ops, (str, bytes)) or not hasattr(ops, "__iter__"):
+        raise TypeError(f"submit takes a list of (kind, buffer, memory, offset) tuples, got "
+                        f"{type(ops).__name__}")
     batch: List[tuple] = []
-    for kind, buf, local, offset in ops:
+    for i, op in enumerate(ops):
+        if not isinstance(op, (tuple, list)) or len(op) != 4:
+            what = (f"a {type(op).__name__} of {len(op)}" if isinstance(op, (tuple, list))
+                    else f"{type(op).__name__}")
+            raise TypeError(f"submit: op {i} must be (kind, buffer, memory, offset), got {what}")
+        kind, buf, local, offset = op
+        if not isinstance(buf, RDMABuffer):
+            raise TypeError(f"submit: the buffer of op {i} must be an RDMABuffer, got "
+                            f"{type(buf).__name__}")
         addr, size, _ = _memory(local, for_write=kind == "read")
-        batch.append((kind, buf._handle, offset, addr, size, local))
+        batch.append((kind, buf._handle, _offset(offset), addr, size, local))
     return _transfer_future(_rdma.submit(batch))

@@ -11,7 +11,7 @@ from typing import Any, Optional, Tuple
 
 from ..common.errors import usage
 from ..common.location import user_location
-from .checks import check_use
+from .checks import check_use, local_value
 from .core import Ref, TensorCore, view_of
 from .modes import internal
 from .tracing import sink_for
@@ -58,7 +58,8 @@ class Borrow:
 def borrow(stream: Any, t: Any, mutable: bool) -> Tuple[TensorCore, "Borrow"]:
     loc = user_location()
     if not isinstance(t, TensorCore):
-        raise usage("LOCAL_TENSOR", "borrow of a local tensor")
+        raise usage("LOCAL_TENSOR", f"borrow of {local_value(t)}: only distributed tensors "
+                    "are borrowed")
     origin = t._ref.stream
     check_use(t, None, origin, "borrow")
     if t.requires_grad:

@@ -63,6 +63,15 @@ def check_mutate(t: TensorCore, what: str) -> None:
         )
 
 
+def local_value(x: Any) -> str:
+    """What a non-distributed argument is, for LOCAL_TENSOR messages: "a
+    local tensor", else its type ("an int")."""
+    if isinstance(x, torch.Tensor):
+        return "a local tensor"
+    name = type(x).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def check_no_grad(t: TensorCore, what: str) -> None:
     if t.requires_grad and torch.is_grad_enabled():
         raise usage(

@@ -21,6 +21,7 @@ from torch.utils._pytree import tree_map
 
 from ..common.errors import usage
 from ..common.location import user_location
+from ..mesh.view import dim_names
 from .checks import check_mutate, check_no_grad, check_use
 from .core import TensorCore, contiguous, result_of
 from .modes import internal
@@ -31,10 +32,7 @@ REDUCTIONS = ("sum", "avg", "min", "max", "product", "stack")
 
 
 def normalize_dims(view: Any, dims: Union[str, Sequence[str]]) -> Tuple[Tuple[str, ...], List[str]]:
-    if isinstance(dims, str):
-        given: Tuple[str, ...] = (dims,)
-    else:
-        given = tuple(dims)
+    given = dim_names(dims, "reduce")
     for d in given:
         if not isinstance(d, str):
             raise TypeError(f"reduce dims must be names (str), got {type(d).__name__}")

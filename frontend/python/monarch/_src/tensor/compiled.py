@@ -383,4 +383,6 @@ def _flatten(x: Any, leaves: List[Any]) -> Any:
 
 def compile(fn: Callable[..., Any]) -> Compiled:
     """Compile a step function: see :class:`Compiled`."""
+    if not callable(fn):
+        raise TypeError(f"monarch.compile takes a function, got {fn!r}")
     return Compiled(fn)

@@ -353,6 +353,8 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
         for t in _written(info, args, kwargs):
             check_mutate(t, what)
     session = mesh._session
+    if session.dead is not None:  # a stopped mesh, a dead worker: nothing runs
+        raise session.dead
     if entry is None:
         check_devices(what, info.name, dts)  # a function of the specs: once
         entry = _first_call(func, info, args, kwargs, dts, mesh)
@@ -392,8 +394,6 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
         loc = session.locations.get((code, line))
         if loc is None:
             loc = session.location_id(code, line)
-        if session.dead is not None:
-            raise session.dead
         try:
             out_stream.op(template, mesh_id, stream_id, loc,
                           tuple([t._ref.id for t in dts]), tuple(refs))

@@ -23,8 +23,21 @@ class _GradGenerator:
     active when the generator was made (the forward's)."""
 
     def __init__(self, loss: Any, params: Sequence[Any], grad: Any = None):
+        losses = loss if isinstance(loss, (list, tuple)) else [loss]
+        for x in losses:
+            if not isinstance(x, torch.Tensor):
+                raise TypeError(f"grad_generator takes the loss as a tensor (or a list of "
+                                f"them), got {type(x).__name__}")
+        if isinstance(params, (torch.Tensor, str, bytes)) or not hasattr(params, "__iter__"):
+            raise TypeError(f"grad_generator takes params as a sequence of tensors, got "
+                            f"{type(params).__name__}")
+        params = list(params)
+        for i, p in enumerate(params):
+            if not isinstance(p, torch.Tensor):
+                raise TypeError(f"grad_generator's params must be tensors, got "
+                                f"{type(p).__name__} at position {i}")
         self._loss = loss
-        self._params = list(params)
+        self._params = params
         self._grad = grad
         self._stream = get_active_stream()
         self._buf: Dict[int, Any] = {}

@@ -59,6 +59,9 @@ class range:  # noqa: N801 - the builtin's name, as torch and numpy do
         if self._range.step <= 0:
             raise ValueError("monarch.range: the step must be positive, got "
                              f"{self._range.step}")
+        if mesh is not None and not (hasattr(mesh, "_view") and hasattr(mesh, "_session")):
+            raise TypeError(f"monarch.range's mesh= takes a ProcMesh (or a view of one), got "
+                            f"{type(mesh).__name__}")
         self._mesh = mesh
 
     def __len__(self) -> int:

@@ -4,13 +4,15 @@ coordinates of a mesh (``mesh.rank(dims)``)."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from collections.abc import Mapping
+from typing import Any, Dict, Optional, Sequence, Union
 
 import torch
 
 from ..common.errors import usage
 from ..common.location import user_location
-from .checks import check_no_grad, check_use
+from ..mesh.view import dim_names
+from .checks import check_no_grad, check_use, local_value
 from .core import Spec, TensorCore, contiguous, result_of, view_of
 from .modes import internal
 from .streams import get_active_stream
@@ -68,10 +70,14 @@ def slice_mesh(t: Any, coords: Dict[str, Any], loc: str) -> TensorCore:
 def fetch_shard(t: Any, coords: Optional[Dict[str, int]] = None, **kwargs: int) -> Any:
     """A future of one rank's value (on CPU); coordinates default to 0."""
     loc = user_location()
+    if coords is not None and not isinstance(coords, Mapping):
+        raise TypeError(f"fetch_shard takes coordinates as a dict or as keywords (gpu=1), got "
+                        f"{type(coords).__name__}")
     coords = dict(coords or {})
     coords.update(kwargs)
     if not isinstance(t, TensorCore):
-        raise usage("LOCAL_TENSOR", "fetch_shard of a local tensor")
+        raise usage("LOCAL_TENSOR", f"fetch_shard of {local_value(t)}: only distributed "
+                    "tensors are fetched")
     check_use(t, None, t._ref.stream, "fetch_shard")
     view = t._mesh._view
     full: Dict[str, int] = {}
@@ -101,10 +107,7 @@ def show(t: Any, coords: Optional[Dict[str, int]] = None, **kwargs: int) -> None
 @internal
 def rank(mesh: Any, dims: Union[str, Sequence[str]]) -> TensorCore:
     loc = user_location()
-    if isinstance(dims, str):
-        names: Tuple[str, ...] = (dims,)
-    else:
-        names = tuple(dims)
+    names = dim_names(dims, "rank")
     if not names:
         raise ValueError("rank needs at least one dimension")
     seen = set()

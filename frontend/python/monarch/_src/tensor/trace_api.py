@@ -114,6 +114,8 @@ def trace(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Trace:
     Meshes created inside ``fn`` start no workers; ``get()`` inside returns a
     placeholder (:class:`monarch._src.tensor.tracing.TracedValue`).
     """
+    if not callable(fn):
+        raise TypeError(f"monarch.trace takes a function, got {fn!r}")
     recording = Recording()
     with tracing(recording):
         result = fn(*args, **kwargs)
