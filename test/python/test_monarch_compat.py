@@ -19,6 +19,7 @@ import time
 import pytest
 
 from conftest import run_script
+from monarch._src.tensor.session import backend_available
 from monarch._src.actor.shape import DimensionError, Extent, Point
 from monarch._src.actor.value_mesh import ValueMesh
 from monarch.actor import (
@@ -751,3 +752,52 @@ def test_spmd_actor_runs_a_torch_distributed_script(tmp_path):
     # rank, local rank, world, local world, group rank, sum of rank + 1
     assert rows == [["0", "0", "4", "2", "0", "10.0"], ["1", "1", "4", "2", "0", "10.0"],
                     ["2", "0", "4", "2", "1", "10.0"], ["3", "1", "4", "2", "1", "10.0"]]
+
+
+@needs_actors
+@pytest.mark.skipif(not backend_available("c"), reason="monarch._C is not built")
+def test_hosts_from_config_stands_in_with_local_agents(tmp_path):
+    script = tmp_path / "hosts.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        from monarch import fetch_shard
+        from monarch.actor import Actor, context, endpoint, hosts_from_config
+
+        class Trainer(Actor):
+            @endpoint
+            def step(self):
+                return dict(context().message_rank)
+
+        hosts = hosts_from_config("MONARCH_HOSTS")
+        procs = hosts.spawn_procs(per_host={"gpus": 2})
+        print(dict(procs.extent))
+        print(procs.spawn("trainer", Trainer).step.call().get().values())
+        with procs.activate():
+            t = torch.full((2,), 7.0)
+        print(fetch_shard(t, hosts=1, gpus=0).get().tolist())
+        procs.stop()
+    """))
+    env_name = "MONARCH_HOSTS"
+    saved = os.environ.pop(env_name, None)
+    try:
+        result = run_script(script, timeout=180)
+    finally:
+        if saved is not None:
+            os.environ[env_name] = saved
+    assert result.returncode == 0, result.stderr
+    assert "2 local monarch-host agents stand in" in result.stderr  # one clear warning
+    lines = result.stdout.strip().splitlines()
+    assert lines[-3] == "{'hosts': 2, 'gpus': 2}"
+    assert lines[-2] == str([{"hosts": h, "gpus": g} for h in range(2) for g in range(2)])
+    assert lines[-1] == "[7.0, 7.0]"
+
+
+def test_hosts_from_config_needs_the_secret_of_listed_hosts(monkeypatch):
+    from monarch.actor import hosts_from_config
+
+    monkeypatch.setenv("MY_HOSTS", "127.0.0.1:29650")
+    monkeypatch.delenv("MY_HOSTS_SECRET_FILE", raising=False)
+    with pytest.raises(ValueError, match="MY_HOSTS_SECRET_FILE"):
+        hosts_from_config("MY_HOSTS")
+    with pytest.raises(TypeError, match="name of a host mesh"):
+        hosts_from_config("")

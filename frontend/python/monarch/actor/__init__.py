@@ -14,6 +14,7 @@ from .._src.actor.current import (Context, context, current_actor_name, current_
                                   current_size)
 from .._src.actor.endpoints import Accumulator, as_endpoint, concurrent_endpoint
 from .._src.actor.host_mesh import HostMesh, attach_hosts, slurm_hosts, this_host, this_proc
+from .._src.actor.local_hosts import hosts_from_config
 from .._src.actor.ports import Channel, Port, PortReceiver, send
 from .._src.actor.proc_mesh import ProcMesh
 from .._src.actor.shape import Extent, Point
@@ -60,6 +61,7 @@ __all__ = [
     "current_rank",
     "current_size",
     "endpoint",
+    "hosts_from_config",
     "send",
     "slurm_hosts",
     "this_host",

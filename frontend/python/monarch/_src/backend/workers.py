@@ -36,23 +36,25 @@ def missing_message() -> str:
     )
 
 
-def native_worker_path() -> str:
-    """$MONARCH_TENSOR_WORKER, else bin/monarch-tensor-worker of the build tree
-    the package is staged in (build/python/monarch -> build/bin), else of
-    build/ beside the sources (frontend/python/monarch -> build/bin); "" lets
-    the controller look for itself."""
-    env = os.environ.get("MONARCH_TENSOR_WORKER")
-    if env:
-        return env
+def build_binary(name: str) -> str:
+    """bin/<name> of the build tree the package is staged in (build/python/
+    monarch -> build/bin), else of build/ beside the sources (frontend/python/
+    monarch -> build/bin); "" when neither has it."""
     package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     staged = os.path.dirname(os.path.dirname(package))
     source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(
         os.path.join(package, "__init__.py")))))
     for base in (staged, os.path.join(source, "build")):
-        candidate = os.path.join(base, "bin", "monarch-tensor-worker")
+        candidate = os.path.join(base, "bin", name)
         if os.path.exists(candidate):
             return candidate
     return ""
+
+
+def native_worker_path() -> str:
+    """$MONARCH_TENSOR_WORKER, else the build tree's monarch-tensor-worker
+    (build_binary); "" lets the controller look for itself."""
+    return os.environ.get("MONARCH_TENSOR_WORKER") or build_binary("monarch-tensor-worker")
 
 
 def start(shape: Sequence[Tuple[str, int]], *, memory_cap: int, timeout_ms: int,
@@ -74,5 +76,15 @@ def start(shape: Sequence[Tuple[str, int]], *, memory_cap: int, timeout_ms: int,
         worker = python_workers.launcher_path("tensor")
     else:
         worker = native_worker_path()
-    return _C.Controller([(n, s) for n, s in shape], memory_cap=memory_cap,
-                         timeout_ms=timeout_ms, worker_path=worker, **(hosts or {}))
+    try:
+        return _C.Controller([(n, s) for n, s in shape], memory_cap=memory_cap,
+                             timeout_ms=timeout_ms, worker_path=worker, **(hosts or {}))
+    except RuntimeError as e:
+        if hosts and "which other hosts cannot reach" in str(e):
+            # The runtime listens on one address, chosen at its first use.
+            raise RuntimeError(
+                "spawn_procs on hosts: this process already made a local mesh, so its runtime "
+                "listens on a local socket that other hosts cannot reach; attach the hosts "
+                "(attach_hosts, slurm_hosts, hosts_from_config) and spawn on them before any "
+                "this_host()/this_proc() mesh") from e
+        raise
