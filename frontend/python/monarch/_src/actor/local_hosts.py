@@ -29,7 +29,7 @@ import threading
 import warnings
 from typing import List, Tuple
 
-from ..backend.workers import build_binary
+from ..common.binaries import build_binary
 from .host_mesh import HostMesh, attach_hosts
 
 STAND_IN_HOSTS = 2

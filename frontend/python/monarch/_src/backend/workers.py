@@ -9,6 +9,7 @@ import os
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ..common import python_workers
+from ..common.binaries import build_binary
 
 TENSOR_WORKER_KINDS = ("native", "python")
 
@@ -34,21 +35,6 @@ def missing_message() -> str:
         f"cmake --build build` (docs/building.md; pybind11 and the development headers of the "
         f"Python that imports your torch are needed) and run with PYTHONPATH=build/python."
     )
-
-
-def build_binary(name: str) -> str:
-    """bin/<name> of the build tree the package is staged in (build/python/
-    monarch -> build/bin), else of build/ beside the sources (frontend/python/
-    monarch -> build/bin); "" when neither has it."""
-    package = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    staged = os.path.dirname(os.path.dirname(package))
-    source = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(
-        os.path.join(package, "__init__.py")))))
-    for base in (staged, os.path.join(source, "build")):
-        candidate = os.path.join(base, "bin", name)
-        if os.path.exists(candidate):
-            return candidate
-    return ""
 
 
 def native_worker_path() -> str:
