@@ -14,9 +14,10 @@
 //  * In a worker, importing the module registers "monarch.PythonActor" and
 //    run_worker() serves (monarch::runWorker with the GIL released). The
 //    actor's constructor and its endpoint "call" run on the actor's own
-//    thread (the class is ownThread(): runtime/actor/ActorCell.h) and call monarch._src.actor.worker.construct /
-//    invoke, which unpickle the class, the arguments, run the Python method
-//    and pickle the result; its endpoint "where" answers the proc's address.
+//    thread (the class is ownThread(): runtime/actor/ActorCell.h) and call
+//    monarch._src.actor.worker.construct / invoke, which unpickle the class,
+//    the arguments, run the Python method and pickle the result; its
+//    endpoint "where" answers the proc's address.
 //
 //  * Meshes passed between processes: attach_procs() and
 //    Procs.attach_actors() make handles on procs and actor meshes another
@@ -41,8 +42,6 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
-#include <fcntl.h>
-#include <unistd.h>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -54,6 +53,9 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace py = pybind11;
 using monarch::Blob;

@@ -14,14 +14,7 @@ import pytest
 from conftest import run_script
 from monarch.actor import Actor, Channel, Port, PortReceiver, endpoint, send, this_host
 
-try:
-    import monarch._actors  # noqa: F401
-except ImportError:  # the extension is not built
-    HAVE_ACTORS = False
-else:
-    HAVE_ACTORS = True
-
-pytestmark = pytest.mark.skipif(not HAVE_ACTORS, reason="monarch._actors is not built")
+pytest.importorskip("monarch._actors")
 
 
 class Producer(Actor):

@@ -145,8 +145,7 @@ class ActorMesh:
         self._targets: Optional[List[Tuple[Any, List[int]]]] = None
         self._endpoints = set(endpoint_names(actor_class))
         self._proc_mesh: Any = None  # the ProcMesh (view) the actors are on
-        # A slice of the spawned mesh: messages say which (message_rank).
-        self._sliced = view.ranks() != self._root_ranks
+        self._message_slice = _message_slice(view, self._root_ranks)
 
     # -- shape -------------------------------------------------------------------
     @property
@@ -178,7 +177,7 @@ class ActorMesh:
         mesh.__dict__.update(self.__dict__)
         mesh._view = view
         mesh._targets = None
-        mesh._sliced = view.ranks() != self._root_ranks
+        mesh._message_slice = _message_slice(view, self._root_ranks)
         if self._proc_mesh is not None:
             mesh._proc_mesh = self._proc_mesh.slice(**coords)
         return mesh
@@ -258,6 +257,16 @@ class ActorMesh:
                                            self._cname, position)
 
 
+def _message_slice(view: MeshView, root_ranks: List[int]) -> Optional[Tuple[Any, ...]]:
+    """What a message to ``view`` carries when it is a slice of the spawned
+    mesh (``root_ranks``), so that each actor's ``message_rank`` is its point
+    in it (worker.py): ``(offset, ((name, size, stride), ...))``; None for
+    the whole mesh."""
+    if view.ranks() == root_ranks:
+        return None
+    return (view.offset, tuple((d.name, d.size, d.stride) for d in view.dims))
+
+
 def _rebuild_actor_mesh(ref: procs_mod.ProcsRef, cname: str, name: str, actor_class: type,
                         root_ranks: List[int], root_shape: List[Tuple[str, int]],
                         view: MeshView) -> ActorMesh:
@@ -286,9 +295,8 @@ class Endpoint:
         flags = 0
         if port is not None:
             payload, flags = payload + (port,), FLAG_TO_PORT
-        if mesh._sliced:
-            view = mesh._view
-            payload += ((view.offset, tuple((d.name, d.size, d.stride) for d in view.dims)),)
+        if mesh._message_slice is not None:
+            payload += (mesh._message_slice,)
             flags |= FLAG_SLICED
         return dumps(payload), flags
 
@@ -324,22 +332,14 @@ class Endpoint:
 
     def choose(self, *args: Any, **kwargs: Any) -> Future[Any]:
         """One live actor of the mesh, round robin."""
-        plan = self._mesh._plan()
         frames, flags = self._frames(args, kwargs)
-        if len(plan) == 1:
-            return self._one(plan[0][0].choose(self._name, frames, flags))
-        _counter_choose[0] = (_counter_choose[0] + 1) % len(plan)
-        return self._one(plan[_counter_choose[0]][0].choose(self._name, frames, flags))
+        return self._one(self._chosen().choose(self._name, frames, flags))
 
     def broadcast(self, *args: Any, **kwargs: Any) -> None:
         """Every actor, no reply; an exception stops that actor and is a
         supervision event of the mesh."""
         frames, flags = self._frames(args, kwargs)
-        for handle, _ in self._mesh._plan():
-            try:
-                handle.broadcast(self._name, frames, flags | FLAG_NO_REPLY)
-            except RuntimeError as e:
-                raise SupervisionError(str(e), self._mesh._name, -1) from None
+        self._broadcast(frames, flags | FLAG_NO_REPLY)
 
     def _send(self, args: Tuple[Any, ...], kwargs: Dict[str, Any], port: Any,
               selection: str) -> None:
@@ -347,13 +347,23 @@ class Endpoint:
         the endpoint; results go to ``port`` (or nowhere)."""
         frames, flags = self._frames(args, kwargs, port)
         flags |= FLAG_NO_REPLY
-        plan = self._mesh._plan()
         if selection == "choose":
-            _counter_choose[0] = (_counter_choose[0] + 1) % len(plan)
             # choose() has a reply; with the flags it is empty and dropped.
-            plan[_counter_choose[0]][0].choose(self._name, frames, flags)
-            return
-        for handle, _ in plan:
+            self._chosen().choose(self._name, frames, flags)
+        else:
+            self._broadcast(frames, flags)
+
+    def _chosen(self) -> Any:
+        """The C++ handle that ``choose`` goes through: the one of a box,
+        else the next single-rank one, round robin."""
+        plan = self._mesh._plan()
+        if len(plan) == 1:
+            return plan[0][0]
+        _counter_choose[0] = (_counter_choose[0] + 1) % len(plan)
+        return plan[_counter_choose[0]][0]
+
+    def _broadcast(self, frames: List[Any], flags: int) -> None:
+        for handle, _ in self._mesh._plan():
             try:
                 handle.broadcast(self._name, frames, flags)
             except RuntimeError as e:

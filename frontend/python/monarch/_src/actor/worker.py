@@ -122,22 +122,26 @@ def _report_failure(info: Dict[str, Any], reason: str) -> None:
         sys.stderr.write(f"monarch: reporting the failure of {info.get('mesh')}: {e}\n")
 
 
+def _coords(index: int, sizes: List[int]) -> List[int]:
+    """The row-major coordinates of position ``index`` in a box of ``sizes``."""
+    coords = []
+    for size in reversed(sizes):
+        coords.append(index % size if size else 0)
+        index = index // size if size else 0
+    coords.reverse()
+    return coords
+
+
 def _context_info(header: Dict[str, Any], ctx: Dict[str, Any]) -> Dict[str, Any]:
     names: List[str] = header.get("names", [])
     sizes: List[int] = header.get("sizes", [])
     ranks: List[int] = header.get("ranks", [])
     proc_rank = int(ctx.get("proc_rank", 0))
     index = ranks.index(proc_rank) if proc_rank in ranks else int(ctx.get("rank", 0))
-    coords = []
-    rest = index
-    for size in reversed(sizes):
-        coords.append(rest % size if size else 0)
-        rest = rest // size if size else 0
-    coords.reverse()
     return {
         "mesh": header.get("mesh", ctx.get("mesh")),
         "rank": index,
-        "point": dict(zip(names, coords)),
+        "point": dict(zip(names, _coords(index, sizes))),
         "sizes": dict(zip(names, sizes)),
         "proc_rank": proc_rank,
     }
@@ -282,11 +286,7 @@ def _message_entry(view: Any, info: Dict[str, Any]) -> Dict[str, Any]:
     sizes = [int(d[1]) for d in dims]
     ranks = MeshView.create(offset, [Dim(n, int(z), int(st)) for n, z, st in dims]).ranks()
     index = ranks.index(proc_rank) if proc_rank in ranks else 0
-    point = [0] * len(sizes)
-    for i in range(len(sizes) - 1, -1, -1):  # row-major in the slice's dims
-        point[i] = index % sizes[i] if sizes[i] else 0
-        index = index // sizes[i] if sizes[i] else 0
-    entry = {"point": dict(zip(names, point)), "sizes": dict(zip(names, sizes))}
+    entry = {"point": dict(zip(names, _coords(index, sizes))), "sizes": dict(zip(names, sizes))}
     if len(_message_entries) > 1024:
         _message_entries.clear()
     _message_entries.setdefault(view, {})[proc_rank] = entry
@@ -327,14 +327,16 @@ class _ReplyPort:
         self._error: Any = None
 
     def send(self, obj: Any) -> None:
-        if self._value is not self._UNSET or self._error is not None:
-            raise RuntimeError(f"{self._where}: the reply port of a call takes one value")
+        self._unused()
         self._value = obj
 
     def exception(self, obj: BaseException) -> None:
+        self._unused()
+        self._error = obj
+
+    def _unused(self) -> None:
         if self._value is not self._UNSET or self._error is not None:
             raise RuntimeError(f"{self._where}: the reply port of a call takes one value")
-        self._error = obj
 
     def value(self) -> Any:
         if self._error is not None:
