@@ -12,7 +12,8 @@
 #   device run:  scripts/gpu-check.sh            (carry: .gpu-debs .gpu-tools)
 #   GPU_CHECK_BUILD_ONLY=1 builds without running the tests;
 #   GPU_CHECK_ONLY="cpp python e2e" runs only those parts (default: all);
-#   without cpp only what Python needs is built. GPU_CHECK_PYTEST="ARGS" runs
+#   without cpp only what Python needs is built (and GPU_CHECK_TARGETS, more
+#   targets for GPU_CHECK_EXTRA). GPU_CHECK_PYTEST="ARGS" runs
 #   that part of the Python suite (default test/python); GPU_CHECK_EXTRA="CMD"
 #   runs a diagnostic command in the same environment afterwards.
 set -uo pipefail
@@ -87,6 +88,7 @@ targets=""
 if ! part cpp && [ "${GPU_CHECK_BUILD_ONLY:-0}" != 1 ]; then
   targets="--target monarch-python monarch_C monarch_actors monarch_rdma monarch_tensor_worker"
   targets+=" monarch-run monarch-tensor-worker monarch-worker monarch-host"
+  targets+=" ${GPU_CHECK_TARGETS:-}"
 fi
 if ! cmake --build build-gpu -j "$jobs" $targets > "$out/build.log" 2>&1; then
   echo "build failed"; grep -E "error|Error" "$out/build.log" | head -40; exit 1

@@ -1175,8 +1175,12 @@ def build_cases() -> List[Case]:
               "copy.copy(t)"),
         ])
         add("tensors", f"torch errors at the call[{be}]", under(lambda M, v: v(M)), [
-            V(lambda M: M.t @ M.t, RuntimeError, r"shapes cannot be multiplied \(4x3 and 4x3\)",
-              "t @ t"),
+            # torch's own message, which names the shapes in its version's words
+            # (1.x: "mat1 and mat2 shapes cannot be multiplied (4x3 and 4x3)"; 2.x's
+            # meta kernel: "a and b must have same reduction dim, but got [4, 3] X [4, 3]").
+            V(lambda M: M.t @ M.t, RuntimeError,
+              r"shapes cannot be multiplied \(4x3 and 4x3\)|"
+              r"same reduction dim, but got \[4, 3\] X \[4, 3\]", "t @ t"),
             V(lambda M: torch.ones(-1), RuntimeError, r"negative dimension -1", "ones(-1)"),
             V(lambda M: M.t.view(5), RuntimeError, r"shape '\[5\]' is invalid for input of size 12",
               "t.view(5)"),

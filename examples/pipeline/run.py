@@ -182,7 +182,9 @@ def analyze(trace_path: str, plan_path: str, fetch_ids: List[int], cfg: model.Co
     A CUDA run's trace has device-time events (when each instruction's work
     ran on the GPU): then all of this uses them ("clock": "gpu" in the
     result), since its host-side spans are launch times; else the host spans."""
-    events, clock = trace_events.preferred(trace_events.load(trace_path))
+    loaded = trace_events.load(trace_path)
+    events, clock = trace_events.preferred(loaded)
+    launched = launch_order(loaded) if clock != trace_events.HOST else {}
     phases = instruction_phases(plan_path)
     bounds = sorted(fetch_ids)
     P, D, M = cfg.pp, cfg.dp, cfg.microbatches
@@ -204,7 +206,10 @@ def analyze(trace_path: str, plan_path: str, fetch_ids: List[int], cfg: model.Co
     # step of each event: that of the next transfer on its rank
     by_step: Dict[Tuple[int, int], List[dict]] = {}   # (step, rank) -> events in ts order
     for pid, es in per_rank.items():
-        es.sort(key=lambda e: e["ts"])
+        # In the order the ranks ran them: the host's (launch) order where
+        # the spans are device times -- two streams' kernels overlap on the
+        # GPU, and their device order would put transfers in other steps.
+        es.sort(key=lambda e: launched.get(id(e), e["ts"]))
         stage = pid // D                                # root mesh (pp, dp), row-major
         boundaries = (stage > 0) + (stage < P - 1)
         per_step = 2 * M * max(boundaries, 1)
@@ -253,6 +258,25 @@ def analyze(trace_path: str, plan_path: str, fetch_ids: List[int], cfg: model.Co
 
 CLOCK_WORDS = {trace_events.GPU: "device-time (GPU) events",
                trace_events.HOST: "host-side events"}
+
+
+def launch_order(events: List[dict]) -> Dict[int, float]:
+    """For each device-time event (by id()), the host start of the same
+    instruction's launch: the n-th device span of an instruction on a rank's
+    stream is its n-th host span there (a stream runs its work in order)."""
+    spans: Dict[Tuple[str, int, int, int], List[dict]] = {}
+    for e in events:
+        key = (trace_events.clock(e), e["pid"], trace_events.stream(e),
+               e["args"]["instruction"])
+        spans.setdefault(key, []).append(e)
+    order: Dict[int, float] = {}
+    for (clock, pid, st, i), device in spans.items():
+        if clock == trace_events.HOST:
+            continue
+        host = sorted(spans.get((trace_events.HOST, pid, st, i), []), key=lambda e: e["ts"])
+        for d, h in zip(sorted(device, key=lambda e: e["ts"]), host):
+            order[id(d)] = h["ts"]
+    return order
 
 
 def replay_bubble(stages: List[List[dict]], buffered: bool = False) -> Optional[float]:

@@ -322,6 +322,10 @@ InstructionStream::endBody(int64_t id, const std::vector<int64_t> &results,
     for (int64_t r : results)
       rec.add_results(r);
     ended.canonical = canonicalBody(rec);
+    // monarch.compile steps and monarch.range bodies are CUDA-graph
+    // candidates: a worker with a GPU captures what of them it can
+    // (docs/plan.md, "CUDA graphs"; the workers capture with MONARCH_CUDA_GRAPHS=on).
+    rec.set_cuda_graph(true);
     releaseDeferredLocked(formalSet, &ended.orphans);
     if (!previous || *previous != ended.canonical) {
       plan::Instruction *define = append(lock, /*toStream=*/bodies.empty());

@@ -91,8 +91,11 @@ def test_compiled_losses_match_single_process(tmp_path, dp, schedule, optimizer,
 @pytest.mark.parametrize("pass_schedule", ["gpipe", "1f1b"])
 def test_pipeline_schedule_pass_keeps_losses(tmp_path, dp, pass_schedule, device):
     """--monarch-pipeline-schedule reorders the traced GPipe program (20
-    steps); the losses stay those of plain torch."""
-    cfg = model.Config(dp=dp, steps=20, device=device)
+    steps); the losses stay those of plain torch. At lr 0.01: at the default
+    0.05 this model is chaotic (scripts/gpu-check.sh says how much), so a
+    reordered schedule's last-bit differences on a GPU grow past 1e-4 by
+    step 14 whatever the schedule's correctness."""
+    cfg = model.Config(dp=dp, steps=20, device=device, lr=0.01)
     losses, ids, plan, trace = _compiled_losses(cfg, tmp_path, pass_schedule)
     _check(losses, model.reference(cfg))
     stats = job.analyze(trace, plan, ids, cfg)

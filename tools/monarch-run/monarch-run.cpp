@@ -4,7 +4,7 @@
 //               [--trace trace.json] [--memory-cap BYTES] [--timeout SECONDS]
 //               [--entry FUNC] [--no-optimize] [--pipeline-options OPTS]
 //               [--emit-plan OUT.plan] [--monarch-opt PATH]
-//               [--compile-timeout SECONDS]
+//               [--compile-timeout SECONDS] [--cuda-graphs on|off]
 //               [--hosts ADDR,ADDR | --hosts-file FILE] [--secret-file FILE]
 //               [--slurm [--controller-host HOST] [--agents-per-node K]]
 //
@@ -21,6 +21,11 @@
 // --emit-plan writes the compiled (or loaded) plan to OUT.plan and exits
 // without launching anything: the same compile as a run, for shipping a plan
 // to machines without the compiler.
+//
+// --cuda-graphs on has workers with a GPU run the plan's CUDA-graph
+// candidates as captured graphs; off (the default for now) runs every
+// recording op by op (docs/plan.md, "CUDA graphs"). The compile marks the
+// candidates either way.
 //
 // Multi-host (docs/multi-host.md): with --hosts or --hosts-file the
 // controller attaches to running host agents (monarch-host) that hold the
@@ -68,6 +73,7 @@ struct Args {
   std::string emitPlan;
   std::string monarchOpt;
   int64_t compileTimeoutSeconds = 600;
+  bool cudaGraphs = false;
   std::string hosts;
   std::string hostsFile;
   std::string secretFile;
@@ -85,7 +91,8 @@ int usage(const std::string &why) {
                "         [--memory-cap BYTES] [--timeout SECONDS] [--entry "
                "FUNC] [--no-optimize]\n"
                "         [--pipeline-options OPTS] [--emit-plan OUT.plan]\n"
-               "         [--monarch-opt PATH] [--compile-timeout SECONDS]\n"
+               "         [--monarch-opt PATH] [--compile-timeout SECONDS] "
+               "[--cuda-graphs on|off]\n"
                "         [--hosts ADDR,ADDR | --hosts-file FILE] "
                "[--secret-file FILE]\n"
                "         [--slurm [--controller-host HOST] "
@@ -204,6 +211,11 @@ int runMain(int argc, char **argv) {
       if (!value(v) || !parseInt(v, args.compileTimeoutSeconds) ||
           args.compileTimeoutSeconds == 0)
         return usage("--compile-timeout needs a number of seconds > 0");
+    } else if (a == "--cuda-graphs") {
+      std::string v;
+      if (!value(v) || (v != "on" && v != "off"))
+        return usage("--cuda-graphs needs on or off");
+      args.cudaGraphs = v == "on";
     } else if (a == "--pipeline-options") {
       if (!value(args.pipelineOptions))
         return usage("--pipeline-options needs a value");
@@ -276,6 +288,7 @@ int runMain(int argc, char **argv) {
     }
   }
   options.memoryCapBytes = args.memoryCap;
+  options.cudaGraphs = args.cudaGraphs;
   options.timeout = std::chrono::seconds(args.timeoutSeconds);
   options.trace = !args.trace.empty();
 

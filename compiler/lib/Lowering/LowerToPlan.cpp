@@ -829,6 +829,9 @@ LogicalResult PlanLowering::emitRecording(Operation *op, int64_t id,
   define.set_location(locationString(op->getLoc()));
   plan::Recording *rec = define.mutable_define_recording()->mutable_recording();
   rec->set_id(id);
+  // monarch-mark-cuda-graphs marks the loop or the called function.
+  if (Operation *owner = body.getParentOp())
+    rec->set_cuda_graph(owner->hasAttr("monarch.cuda_graph"));
   // Bind the formals, remembering what they shadow (captured outer values).
   SmallVector<std::pair<Value, std::optional<int64_t>>> saved;
   for (auto [value, ref] : llvm::zip(formals, formalRefs)) {

@@ -264,7 +264,8 @@ void printInstruction(const plan::Instruction &inst, unsigned indent,
     printRefs(r.formals(), os);
     os << ") -> (";
     printRefs(r.results(), os);
-    os << ") {  // #" << inst.id() << "\n";
+    os << (r.cuda_graph() ? ") cuda_graph {  // #" : ") {  // #") << inst.id()
+       << "\n";
     for (const plan::Instruction &b : r.body())
       printInstruction(b, indent + 2, os);
     os.indent(indent) << "}\n";

@@ -2,7 +2,8 @@
 //
 // monarch-default-pipeline: make collectives async, schedule them to overlap
 // with compute, optionally bucket them, run them on a comm stream with borrows,
-// and check the borrows; each step can be turned off.
+// check the borrows, and mark the recordings a worker may run as CUDA graphs;
+// each step can be turned off.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +16,8 @@
 using namespace mlir;
 
 namespace {
+
+enum class CudaGraphs { Auto, Off };
 
 struct DefaultPipelineOptions
     : public PassPipelineOptions<DefaultPipelineOptions> {
@@ -58,6 +61,15 @@ struct DefaultPipelineOptions
   Option<std::string> stream{*this, "stream",
                              llvm::cl::desc("Stream for collectives"),
                              llvm::cl::init("comm")};
+  Option<CudaGraphs> cudaGraphs{
+      *this, "cuda-graphs",
+      llvm::cl::desc("Mark recordings as CUDA-graph candidates "
+                     "(monarch-mark-cuda-graphs)"),
+      llvm::cl::init(CudaGraphs::Auto),
+      llvm::cl::values(
+          clEnumValN(CudaGraphs::Auto, "auto",
+                     "workers capture the marked recordings they can"),
+          clEnumValN(CudaGraphs::Off, "off", "every recording op by op"))};
 };
 
 void buildDefaultPipeline(OpPassManager &pm,
@@ -85,6 +97,8 @@ void buildDefaultPipeline(OpPassManager &pm,
   }
   if (options.verifyBorrows)
     pm.addPass(monarch::createVerifyBorrows());
+  if (options.cudaGraphs == CudaGraphs::Auto)
+    pm.addPass(monarch::createMarkCudaGraphs());
 }
 
 } // namespace
@@ -93,6 +107,7 @@ void monarch::registerMonarchPipelines() {
   PassPipelineRegistration<DefaultPipelineOptions>(
       "monarch-default-pipeline",
       "The default monarch pipeline: async collectives, overlap scheduling, "
-      "stream assignment with borrows, borrow verification",
+      "stream assignment with borrows, borrow verification, CUDA-graph "
+      "candidates",
       buildDefaultPipeline);
 }

@@ -23,12 +23,14 @@
 #include "monarch/tensor/Executor.h"
 
 #include "Internal.h"
+#include "cuda/GraphSegments.h"
 #include "monarch/tensor/Functions.h"
 #include "monarch/tensor/Plan.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <c10/util/SmallVector.h>
 #include <c10/util/flat_hash_map.h>
@@ -359,6 +361,57 @@ struct Borrow {
   std::shared_ptr<BorrowSync> sync = std::make_shared<BorrowSync>();
 };
 
+/// What the CUDA graphs of one executor share: the bound on live graphs
+/// and the counters Executor::cudaGraphStats() reads.
+struct GraphCounters {
+  std::atomic<int64_t> graphs{0}, captures{0}, replays{0}, refused{0},
+      poolBytes{0};
+};
+
+/// The CUDA graphs of one compiled recording (docs/plan.md, "CUDA
+/// graphs"): its body split by segmentBody() once, at DefineRecording, and
+/// per captured segment the state of its graph. Used only by the thread of
+/// the recording's stream (one recording, one stream).
+struct RecordingGraphs {
+  struct Segment {
+    GraphSegment plan;
+    std::string traceName; ///< "cuda_graph <first>..<last>"
+    /// Warming: run op by op until `warmCalls` calls with the same input
+    /// shapes ran clean; Captured: replayed while the shapes stay; Off:
+    /// op by op for good.
+    enum class State { Warming, Captured, Off } state = State::Warming;
+    int warmCalls = 0, captures = 0;
+    std::vector<int64_t> signature; ///< of the inputs (inputSignature)
+    std::unique_ptr<DeviceGraph> graph;
+    /// The graph's fixed buffers: plan.inputs' and plan.outputs' order.
+    std::vector<at::Tensor> inputs, outputs;
+    std::vector<bool> outputIsResult; ///< copied out: it outlives the call
+    /// Per output: the input it is (an in-place op's returned self), bound
+    /// to the caller's tensor after a replay; -1 for the graph's own.
+    std::vector<int64_t> outputIsInput;
+    std::vector<size_t> writtenAt; ///< plan.writtenInputs in `inputs`
+    /// The inputs copied back after a replay: writtenAt, and those the
+    /// capture saw written through a view (`x[0].add_(1)`).
+    std::vector<size_t> copyBack;
+    std::shared_ptr<GraphCounters> counters;
+
+    void drop() {
+      if (graph) {
+        counters->graphs -= 1;
+        counters->poolBytes -= graph->poolBytes();
+      }
+      graph.reset();
+      inputs.clear();
+      outputs.clear();
+      outputIsInput.clear();
+    }
+    ~Segment() { drop(); }
+    Segment() = default;
+    Segment(Segment &&) = default;
+  };
+  std::vector<Segment> segments;
+};
+
 /// A recording body compiled once at DefineRecording: possible when it is
 /// plain ATen calls and ref deletions on one stream and one mesh, using
 /// only refs it defined or its formals. Anything else is expanded call by
@@ -378,6 +431,9 @@ struct CompiledRecording {
   size_t formals = 0, results = 0, locals = 0;
   std::vector<bool> formalWritten;
   std::vector<Step> steps; ///< contiguous: walked once per call
+  /// Set when the plan marks the recording a CUDA-graph candidate and this
+  /// worker has a GPU and graphs on; its stream's thread runs it so.
+  std::shared_ptr<RecordingGraphs> graphs;
 };
 
 int64_t mixedRank(const mesh::MeshView &view,
@@ -946,6 +1002,14 @@ struct Executor::Impl {
       Recording &r = recordings[rec.id()];
       r.plan = rec;
       r.compiled = compileRecording(rec);
+      if (rec.cuda_graph() && options.cudaGraphs && device >= 0 &&
+          !(r.compiled && r.compiled->graphs))
+        debug("cuda graphs: recording " + std::to_string(rec.id()) +
+              (r.compiled ? " has no stretch of " +
+                                std::to_string(options.cudaGraphMinOps) +
+                                " ATen calls to capture"
+                          : " is not plain ATen calls on one stream: it runs "
+                            "expanded, op by op"));
       return;
     }
     case plan::Instruction::kCallRecording:
@@ -1682,12 +1746,15 @@ struct Executor::Impl {
       defined.push_back(false);
     }
     cr->steps.reserve(rec.body_size());
+    std::vector<StepAccess> access; // for the CUDA graphs' segments
+    access.reserve(rec.body_size());
     cr->stream = rec.body(0).stream();
     cr->mesh = rec.body(0).mesh();
     for (const auto &body : rec.body()) {
       if (body.stream() != cr->stream || body.mesh() != cr->mesh)
         return nullptr;
       CompiledRecording::Step &step = cr->steps.emplace_back();
+      StepAccess &touches = access.emplace_back();
       step.id = body.id();
       step.location = body.location();
       step.name = kindName(body);
@@ -1702,6 +1769,7 @@ struct Executor::Impl {
           defined[it->second] = false;
           step.frees.push_back(it->second);
         }
+        touches.frees.assign(step.frees.begin(), step.frees.end());
       } else if (body.has_call_op()) {
         const auto &call = body.call_op();
         for (const auto &a : call.args())
@@ -1728,8 +1796,20 @@ struct Executor::Impl {
             frame.push_back(it->second);
             continue;
           }
-          if (it != index.end() && it->second < cr->formals)
-            return nullptr; // rebinds a caller's ref
+          if (it != index.end() && it->second < cr->formals) {
+            // An in-place op's returned self bound to the formal it wrote
+            // (`x.copy_(y)`, `p.sub_(g)` as the frontend records them): the
+            // cell keeps the tensor it holds. Any other rebinding of a
+            // caller's ref is expanded (and checked) call by call.
+            bool self = std::any_of(
+                operands.begin(), operands.end(), [&](const Operand &m) {
+                  return !m.result && m.mutated && m.ref == o.ref;
+                });
+            if (!self)
+              return nullptr;
+            frame.push_back(it->second);
+            continue;
+          }
           if (it == index.end()) {
             it = index.emplace(o.ref, static_cast<uint32_t>(defined.size()))
                      .first;
@@ -1737,6 +1817,15 @@ struct Executor::Impl {
           }
           defined[it->second] = true;
           frame.push_back(it->second);
+        }
+        for (size_t k = 0; k < operands.size(); ++k) {
+          if (operands[k].result) {
+            touches.defines.push_back(frame[k]);
+            continue;
+          }
+          touches.reads.push_back(frame[k]);
+          if (operands[k].mutated)
+            touches.writes.push_back(frame[k]);
         }
         // Operand indexes -> call frame indexes, once.
         for (Slot &slot : step.op.slots)
@@ -1747,6 +1836,7 @@ struct Executor::Impl {
         for (uint32_t &k : step.op.outputs)
           k = frame[k];
         step.name = step.op.op->name;
+        touches.op = step.name;
       } else {
         return nullptr;
       }
@@ -1755,7 +1845,366 @@ struct Executor::Impl {
       if (!defined[cr->formals + k])
         return nullptr;
     cr->locals = defined.size() - fixed;
+    if (rec.cuda_graph() && options.cudaGraphs && device >= 0)
+      cr->graphs = planGraphs(*cr, access);
     return cr;
+  }
+
+  /// The segments of `cr` (segmentBody) and their graphs' empty state; null
+  /// when no stretch is long enough to capture.
+  std::shared_ptr<RecordingGraphs>
+  planGraphs(const CompiledRecording &cr,
+             const std::vector<StepAccess> &access) {
+    auto graphs = std::make_shared<RecordingGraphs>();
+    std::vector<GraphSegment> segments =
+        segmentBody(access, options.cudaGraphMinOps);
+    graphs->segments.reserve(segments.size());
+    bool any = false;
+    for (GraphSegment &plan : segments) {
+      RecordingGraphs::Segment &seg = graphs->segments.emplace_back();
+      seg.counters = graphCounters;
+      if (plan.captured) {
+        any = true;
+        seg.traceName = "cuda_graph " +
+                        std::to_string(cr.steps[plan.begin].id) + ".." +
+                        std::to_string(cr.steps[plan.end - 1].id);
+        for (uint32_t o : plan.outputs)
+          seg.outputIsResult.push_back(o >= cr.formals &&
+                                       o < cr.formals + cr.results);
+        for (uint32_t w : plan.writtenInputs)
+          seg.writtenAt.push_back(
+              std::find(plan.inputs.begin(), plan.inputs.end(), w) -
+              plan.inputs.begin());
+      }
+      seg.plan = std::move(plan);
+    }
+    return any ? graphs : nullptr;
+  }
+
+  /// Steps [begin, end) of a compiled body, op by op; `where(step)` is a
+  /// failing step's location.
+  template <typename Where>
+  void runSteps(StreamContext &ctx, const CompiledRecording &rec,
+                Cell *const *cells, size_t begin, size_t end, Where &where) {
+    for (size_t k = begin; k < end; ++k) {
+      const CompiledRecording::Step &step = rec.steps[k];
+      int64_t start = ctx.trace ? traceStart(ctx) : 0;
+      if (step.isDelete) {
+        for (uint32_t j : step.frees)
+          cells[j]->clear();
+      } else {
+        runOp(step.id, [&] { return where(step); }, step.op, cells,
+              ctx.stack);
+      }
+      if (ctx.trace)
+        traceFinish(ctx, step.id, step.name, rec.id, start);
+    }
+  }
+
+  /// One call of a compiled body over `cells` (`n` of them: formals,
+  /// results, locals): op by op, or on a CUDA stream segment by segment,
+  /// each captured segment replayed as its graph when this call's inputs
+  /// allow it (docs/plan.md, "CUDA graphs").
+  template <typename Where>
+  void runBody(StreamContext &ctx, const CompiledRecording &rec,
+               Cell *const *cells, size_t n, Where &&where) {
+    if (!rec.graphs || !ctx.device)
+      return runSteps(ctx, rec, cells, 0, rec.steps.size(), where);
+    using State = RecordingGraphs::Segment::State;
+    for (RecordingGraphs::Segment &seg : rec.graphs->segments) {
+      const GraphSegment &plan = seg.plan;
+      std::vector<int64_t> signature;
+      bool eligible = plan.captured && seg.state != State::Off &&
+                      inputSignature(ctx, seg, cells, signature);
+      if (eligible && seg.state == State::Captured) {
+        if (signature == seg.signature) {
+          replay(ctx, rec, seg, cells, where);
+          continue;
+        }
+        seg.drop(); // other shapes: warm up on them, then capture again
+        seg.state = State::Warming;
+        seg.warmCalls = 0;
+      }
+      if (eligible && seg.warmCalls >= kGraphWarmCalls &&
+          signature == seg.signature) {
+        if (capture(ctx, rec, seg, cells, n)) {
+          replay(ctx, rec, seg, cells, where);
+          continue;
+        }
+      }
+      runSteps(ctx, rec, cells, plan.begin, plan.end, where);
+      if (eligible && seg.state == State::Warming)
+        warmed(ctx, rec, seg, cells, std::move(signature));
+    }
+  }
+
+  /// Calls run op by op (with the same input shapes) before a capture: the
+  /// first call of a body initializes what a capture cannot (cuBLAS
+  /// handles and workspaces, lazily loaded kernels).
+  static constexpr int kGraphWarmCalls = 1;
+  /// Captures of one segment (each after a change of its input shapes)
+  /// before it runs op by op for good.
+  static constexpr int kGraphMaxCaptures = 4;
+
+  /// The shapes of `seg`'s inputs in this call, into `out`; false when a
+  /// replay cannot stand for this call: an input that is an error (its
+  /// dependent errors come from running op by op), not a dense CUDA tensor
+  /// of the stream's device, or sharing storage with another input (one
+  /// fixed buffer each would break the aliasing).
+  bool inputSignature(const StreamContext &ctx,
+                      const RecordingGraphs::Segment &seg, Cell *const *cells,
+                      std::vector<int64_t> &out) const {
+    const std::vector<uint32_t> &inputs = seg.plan.inputs;
+    out.clear();
+    c10::SmallVector<const void *, 16> storages;
+    for (uint32_t i : inputs) {
+      const Cell &c = *cells[i];
+      const at::Tensor &t = c.value.tensor;
+      if (!c.bound || c.value.error || !t.defined() || !t.is_cuda() ||
+          t.layout() != at::kStrided || t.get_device() != ctx.device->device() ||
+          !t.is_non_overlapping_and_dense())
+        return false;
+      storages.push_back(t.storage().unsafeGetStorageImpl());
+      out.push_back(static_cast<int64_t>(t.scalar_type()));
+      out.push_back(t.dim());
+      out.insert(out.end(), t.sizes().begin(), t.sizes().end());
+      out.insert(out.end(), t.strides().begin(), t.strides().end());
+    }
+    std::sort(storages.begin(), storages.end());
+    return std::adjacent_find(storages.begin(), storages.end()) ==
+           storages.end();
+  }
+
+  /// `seg` ran op by op on inputs of `signature`: one more warm call when
+  /// each output is a CUDA tensor (a capture would replay what the
+  /// outputs are); a CPU tensor among them rules the graph out for good.
+  void warmed(const StreamContext &ctx, const CompiledRecording &rec,
+              RecordingGraphs::Segment &seg, Cell *const *cells,
+              std::vector<int64_t> signature) {
+    for (uint32_t o : seg.plan.outputs) {
+      const Cell &c = *cells[o];
+      if (!c.bound || c.value.error || !c.value.tensor.defined()) {
+        seg.warmCalls = 0; // failed: the next call warms up again
+        return;
+      }
+      if (!c.value.tensor.is_cuda() ||
+          c.value.tensor.get_device() != ctx.device->device())
+        return refuse(rec, seg, "it makes a tensor off the stream's GPU");
+    }
+    seg.warmCalls = signature == seg.signature ? seg.warmCalls + 1 : 1;
+    seg.signature = std::move(signature);
+  }
+
+  /// A line for the debug log (ExecutorCallbacks::onDebug), any thread.
+  void debug(const std::string &line) {
+    if (callbacks.onDebug)
+      callbacks.onDebug(line);
+  }
+
+  /// `seg` runs op by op from now on, for `why`.
+  void refuse(const CompiledRecording &rec, RecordingGraphs::Segment &seg,
+              const std::string &why) {
+    seg.drop();
+    seg.state = RecordingGraphs::Segment::State::Off;
+    graphCounters->refused += 1;
+    debug("cuda graphs: recording " + std::to_string(rec.id) + " " +
+          seg.traceName + " runs op by op: " + why);
+  }
+
+  /// Captures `seg` on this call's inputs (copied into fixed buffers
+  /// first, outside the capture); false, and the segment refused, when the
+  /// capture fails or what it made cannot be replayed faithfully.
+  bool capture(StreamContext &ctx, const CompiledRecording &rec,
+               RecordingGraphs::Segment &seg, Cell *const *cells, size_t n) {
+    const GraphSegment &plan = seg.plan;
+    if (seg.captures >= kGraphMaxCaptures) {
+      refuse(rec, seg,
+             "its input shapes changed " + std::to_string(seg.captures) +
+                 " times");
+      return false;
+    }
+    if (graphCounters->poolBytes >= options.cudaGraphPoolBytes) {
+      refuse(rec, seg,
+             "this worker's graphs hold " +
+                 std::to_string(graphCounters->poolBytes.load()) +
+                 " bytes of pools (the bound)");
+      return false;
+    }
+    if (graphCounters->graphs >= options.cudaGraphMax) {
+      refuse(rec, seg,
+             "this worker holds " + std::to_string(options.cudaGraphMax) +
+                 " graphs (the bound)");
+      return false;
+    }
+    std::vector<at::Tensor> inputs;
+    inputs.reserve(plan.inputs.size());
+    for (uint32_t i : plan.inputs) {
+      const at::Tensor &t = cells[i]->value.tensor;
+      at::Tensor buffer = at::empty_strided(t.sizes(), t.strides(), t.options());
+      buffer.copy_(t);
+      inputs.push_back(std::move(buffer));
+    }
+    // The capture runs on a frame of its own: the inputs bound to the
+    // buffers, whatever the segment defines or frees in scratch cells, so
+    // the call's cells stay as they are until the replay.
+    std::vector<Cell> scratch(n);
+    std::vector<Cell *> frame(cells, cells + n);
+    for (size_t j = 0; j < plan.inputs.size(); ++j) {
+      frame[plan.inputs[j]] = &scratch[plan.inputs[j]];
+      scratch[plan.inputs[j]].setTensor(inputs[j]);
+    }
+    for (size_t k = plan.begin; k < plan.end; ++k) {
+      const CompiledRecording::Step &step = rec.steps[k];
+      for (uint32_t f : step.frees)
+        frame[f] = &scratch[f];
+      for (uint32_t r : step.op.results)
+        frame[r] = &scratch[r];
+    }
+    auto undefined = [](size_t) -> ErrorPtr {
+      return std::make_shared<const ErrorRecord>(
+          ErrorRecord{0, 0, "an undefined result", ""});
+    };
+    c10::SmallVector<const void *, 16> inputStorages;
+    for (const at::Tensor &t : inputs)
+      inputStorages.push_back(t.storage().unsafeGetStorageImpl());
+    // Which input each cell views (-1: none), to copy back an input written
+    // through a view: the plan only says which operands an op writes.
+    std::vector<int64_t> viewOf(n, -1);
+    std::vector<bool> back(inputs.size(), false);
+    for (size_t k : seg.writtenAt)
+      back[k] = true;
+    std::string error;
+    std::unique_ptr<DeviceGraph> graph = ctx.device->capture(
+        [&] {
+          for (size_t k = plan.begin; k < plan.end; ++k) {
+            const CompiledRecording::Step &step = rec.steps[k];
+            if (step.isDelete) {
+              for (uint32_t f : step.frees)
+                frame[f]->clear();
+              continue;
+            }
+            invoke(step.op, frame.data(), ctx.stack, undefined);
+            for (uint32_t o : step.op.outputs) {
+              bool result = std::find(step.op.results.begin(),
+                                      step.op.results.end(),
+                                      o) != step.op.results.end();
+              if (!result && viewOf[o] >= 0)
+                back[viewOf[o]] = true; // written through a view
+              const at::Tensor &t = frame[o]->value.tensor;
+              if (result && t.defined() && t.has_storage()) {
+                auto in = std::find(inputStorages.begin(), inputStorages.end(),
+                                    t.storage().unsafeGetStorageImpl());
+                viewOf[o] = in == inputStorages.end()
+                                ? -1
+                                : static_cast<int64_t>(in - inputStorages.begin());
+              }
+            }
+          }
+        },
+        error);
+    ctx.stack.clear();
+    if (!graph) {
+      refuse(rec, seg, "its capture failed: " + error);
+      return false;
+    }
+    std::vector<at::Tensor> outputs;
+    std::vector<int64_t> outputIsInput;
+    c10::SmallVector<std::pair<const void *, bool>, 16> outputStorages;
+    for (size_t j = 0; j < plan.outputs.size(); ++j) {
+      const Cell &c = *frame[plan.outputs[j]];
+      const at::Tensor &t = c.value.tensor;
+      if (!c.bound || c.value.error || !t.defined() || !t.is_cuda()) {
+        refuse(rec, seg, "its capture made no CUDA tensor for a result");
+        return false;
+      }
+      const void *storage = t.storage().unsafeGetStorageImpl();
+      auto in = std::find(inputStorages.begin(), inputStorages.end(), storage);
+      if (in != inputStorages.end()) {
+        // An input itself (what an in-place op returns) stands for the
+        // caller's tensor; a view of one would see the fixed buffer.
+        size_t k = in - inputStorages.begin();
+        if (t.unsafeGetTensorImpl() != inputs[k].unsafeGetTensorImpl()) {
+          refuse(rec, seg, "a result is a view of an input");
+          return false;
+        }
+        outputIsInput.push_back(static_cast<int64_t>(k));
+        outputs.push_back(at::Tensor());
+        continue;
+      }
+      // A result sharing storage with another output would lose that
+      // sharing when copied out.
+      for (const auto &[other, result] : outputStorages)
+        if (other == storage && (result || seg.outputIsResult[j])) {
+          refuse(rec, seg, "two results share storage");
+          return false;
+        }
+      outputStorages.emplace_back(storage, seg.outputIsResult[j]);
+      outputs.push_back(t);
+      outputIsInput.push_back(-1);
+    }
+    seg.graph = std::move(graph);
+    seg.inputs = std::move(inputs);
+    seg.outputs = std::move(outputs);
+    seg.outputIsInput = std::move(outputIsInput);
+    seg.copyBack.clear();
+    for (size_t k = 0; k < back.size(); ++k)
+      if (back[k])
+        seg.copyBack.push_back(k);
+    seg.state = RecordingGraphs::Segment::State::Captured;
+    seg.captures += 1;
+    graphCounters->graphs += 1;
+    graphCounters->captures += 1;
+    graphCounters->poolBytes += seg.graph->poolBytes();
+    debug("cuda graphs: recording " + std::to_string(rec.id) + " " +
+          seg.traceName + ": " + std::to_string(plan.end - plan.begin) +
+          " steps captured (pool " + std::to_string(seg.graph->poolBytes()) +
+          " bytes); this worker holds " +
+          std::to_string(graphCounters->graphs.load()) + " graphs, " +
+          std::to_string(graphCounters->poolBytes.load()) + " bytes");
+    return true;
+  }
+
+  /// This call of `seg` as a replay of its graph: the inputs copied into
+  /// its buffers, the graph launched, the inputs it wrote copied back, the
+  /// cells it frees cleared and its outputs bound (copies for the results,
+  /// which outlive the call; the buffers themselves for locals, which die
+  /// with it before the next replay). One trace slice for the replay.
+  template <typename Where>
+  void replay(StreamContext &ctx, const CompiledRecording &rec,
+              RecordingGraphs::Segment &seg, Cell *const *cells,
+              Where &where) {
+    const GraphSegment &plan = seg.plan;
+    const CompiledRecording::Step &first = rec.steps[plan.begin];
+    int64_t start = ctx.trace ? traceStart(ctx) : 0;
+    try {
+      for (size_t j = 0; j < plan.inputs.size(); ++j)
+        seg.inputs[j].copy_(cells[plan.inputs[j]]->value.tensor);
+      seg.graph->replay();
+      for (size_t k : seg.copyBack)
+        cells[plan.inputs[k]]->value.tensor.copy_(seg.inputs[k]);
+      c10::SmallVector<at::Tensor, 4> callers; // outputs that are inputs
+      for (int64_t k : seg.outputIsInput)
+        if (k >= 0)
+          callers.push_back(cells[plan.inputs[k]]->value.tensor);
+      for (uint32_t f : plan.frees)
+        cells[f]->clear();
+      for (size_t j = 0, c = 0; j < plan.outputs.size(); ++j)
+        cells[plan.outputs[j]]->setTensor(
+            seg.outputIsInput[j] >= 0 ? callers[c++]
+            : seg.outputIsResult[j]   ? seg.outputs[j].clone()
+                                      : seg.outputs[j]);
+      graphCounters->replays += 1;
+    } catch (const std::exception &e) {
+      // A replay that fails (a CUDA error) fails the segment's outputs as
+      // its first instruction, and the graph is not trusted again.
+      ErrorPtr root = rootError(first.id, where(first),
+                                "CUDA graph replay: " + errorMessage(e));
+      for (uint32_t o : plan.outputs)
+        cells[o]->setError(root);
+      refuse(rec, seg, "its replay failed");
+    }
+    if (ctx.trace)
+      traceFinish(ctx, first.id, seg.traceName, rec.id, start);
   }
 
   /// One call of a compiled recording: the whole body as one task.
@@ -1767,24 +2216,11 @@ struct Executor::Impl {
     std::string location;               ///< of the call
 
     void run(StreamContext &ctx) override {
-      Cell *const *cells = frame.data();
-      for (const auto &step : rec->steps) {
-        int64_t start = ctx.trace ? traceStart(ctx) : 0;
-        if (step.isDelete) {
-          for (uint32_t k : step.frees)
-            cells[k]->clear();
-        } else {
-          impl->runOp(
-              step.id,
-              [&] {
-                return step.location +
-                       recordingWhere(rec->id, instruction, location);
-              },
-              step.op, cells, ctx.stack);
-        }
-        if (ctx.trace)
-          traceFinish(ctx, step.id, step.name, rec->id, start);
-      }
+      impl->runBody(ctx, *rec, frame.data(), frame.size(),
+                    [&](const CompiledRecording::Step &step) {
+                      return step.location +
+                             recordingWhere(rec->id, instruction, location);
+                    });
     }
   };
 
@@ -2041,23 +2477,11 @@ struct Executor::Impl {
         for (size_t i = 0; i < inductions; ++i)
           cells[inductionAt + i]->setTensor(
               at::scalar_tensor(lower + k * step, at::kLong));
-        for (const auto &s : rec->steps) {
-          int64_t start = ctx.trace ? traceStart(ctx) : 0;
-          if (s.isDelete) {
-            for (uint32_t j : s.frees)
-              cells[j]->clear();
-          } else {
-            impl->runOp(
-                s.id,
-                [&] {
-                  return s.location +
-                         loopWhere(rec->id, instruction, k, location);
-                },
-                s.op, cells, ctx.stack);
-          }
-          if (ctx.trace)
-            traceFinish(ctx, s.id, s.name, rec->id, start);
-        }
+        impl->runBody(ctx, *rec, cells, frame.size(),
+                      [&](const CompiledRecording::Step &s) {
+                        return s.location +
+                               loopWhere(rec->id, instruction, k, location);
+                      });
         if (k == 0)
           for (Cell *c : consumed)
             c->clear();
@@ -2180,6 +2604,8 @@ struct Executor::Impl {
 
   ExecutorOptions options;
   ExecutorCallbacks callbacks;
+  std::shared_ptr<GraphCounters> graphCounters =
+      std::make_shared<GraphCounters>();
   /// This worker's GPU (workerDevice), -1 without CUDA: every stream gets a
   /// CUDA stream of it.
   int device;
@@ -2262,5 +2688,16 @@ void Executor::rankFailed(int64_t rank, const std::string &reason) {
 }
 
 size_t Executor::liveRefs() const { return impl->liveRefs(); }
+
+CudaGraphStats Executor::cudaGraphStats() const {
+  const GraphCounters &c = *impl->graphCounters;
+  CudaGraphStats s;
+  s.graphs = c.graphs.load();
+  s.captures = c.captures.load();
+  s.replays = c.replays.load();
+  s.refused = c.refused.load();
+  s.poolBytes = c.poolBytes.load();
+  return s;
+}
 
 } // namespace monarch::tensor

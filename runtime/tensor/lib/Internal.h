@@ -122,6 +122,17 @@ public:
   virtual ~DeviceEvent() = default;
 };
 
+/// A CUDA graph captured on one DeviceStream (DeviceStream::capture):
+/// replay() launches its work on that stream again, reading and writing the
+/// device buffers it was captured with (docs/plan.md, "CUDA graphs").
+class DeviceGraph {
+public:
+  virtual ~DeviceGraph() = default;
+  virtual void replay() = 0;
+  /// Device memory its capture reserved (the growth of its private pool).
+  virtual int64_t poolBytes() const = 0;
+};
+
 /// The device half of one plan stream: a CUDA stream of this worker's GPU
 /// from c10's pool. The plan stream's thread makes it current once, so every
 /// ATen call of its tasks launches on it; host-side order stays the
@@ -152,6 +163,13 @@ public:
   /// Reports the spans whose work the GPU has finished, in stream order;
   /// never blocks. synchronize() reports them all.
   virtual void traceCollect() = 0;
+  /// Captures the work `body` launches on this stream, on the stream's own
+  /// thread, as a CUDA graph with its own memory pool: nothing runs on the
+  /// device (CPU work in `body` does run). Null, with `error`, when the
+  /// capture failed; the stream is usable again and what `body` produced
+  /// must be discarded.
+  virtual std::unique_ptr<DeviceGraph>
+  capture(const std::function<void()> &body, std::string &error) = 0;
   /// The cudaStream_t.
   virtual void *handle() const = 0;
   virtual int device() const = 0;

@@ -611,6 +611,317 @@ TEST(CudaRecordings, DefinedOnceCalledWithDifferentCudaActuals) {
   EXPECT_TRUE(at::equal(h.value(f2), Y * X + Y));
 }
 
+// --- CUDA graphs (docs/plan.md, "CUDA graphs")
+// -----------------------------------------------------------------------
+
+/// A recording built step by step, marked a CUDA-graph candidate unless
+/// told otherwise.
+struct GraphBody {
+  plan::Recording *rec;
+  int64_t nextId;
+
+  int64_t op(const std::string &name, const std::string &overload,
+             const std::vector<plan::Value> &args,
+             const std::vector<int64_t> &results) {
+    plan::Instruction *inst = rec->add_body();
+    inst->set_id(nextId++);
+    auto *call = inst->mutable_call_op();
+    call->set_name(name);
+    call->set_overload(overload);
+    for (const plan::Value &a : args)
+      *call->add_args() = a;
+    for (int64_t r : results)
+      call->add_results(r);
+    return inst->id();
+  }
+  void del(const std::vector<int64_t> &refs) {
+    plan::Instruction *inst = rec->add_body();
+    inst->set_id(nextId++);
+    for (int64_t r : refs)
+      inst->mutable_delete_refs()->add_refs(r);
+  }
+};
+
+GraphBody defineRecording(PlanBuilder &b, int64_t id,
+                          const std::vector<int64_t> &formals,
+                          const std::vector<int64_t> &results,
+                          bool candidate = true) {
+  auto *rec = b.add(0).mutable_define_recording()->mutable_recording();
+  rec->set_id(id);
+  rec->set_cuda_graph(candidate);
+  for (int64_t f : formals)
+    rec->add_formals(f);
+  for (int64_t r : results)
+    rec->add_results(r);
+  return GraphBody{rec, id * 1000};
+}
+
+int64_t callRecording(PlanBuilder &b, int64_t id,
+                      const std::vector<int64_t> &actuals) {
+  auto *cr = b.add(0).mutable_call_recording();
+  cr->set_recording(id);
+  for (int64_t a : actuals)
+    cr->add_actuals(a);
+  int64_t r = b.ref();
+  cr->add_results(r);
+  return r;
+}
+
+/// Recording 1(x, y) -> r: r = -(x * y + x), its locals deleted inside.
+void defineChain(PlanBuilder &b, bool candidate = true) {
+  GraphBody g = defineRecording(b, 1, {1000, 1001}, {1004}, candidate);
+  g.op("aten::mul", "Tensor", {val::ref(1000), val::ref(1001)}, {1002});
+  g.op("aten::add", "Tensor", {val::ref(1002), val::ref(1000)}, {1003});
+  g.del({1002});
+  g.op("aten::neg", "", {val::ref(1003)}, {1004});
+  g.del({1003});
+}
+
+at::Tensor chain(const at::Tensor &x, const at::Tensor &y) {
+  return -(x * y + x);
+}
+
+int64_t cudaFull(PlanBuilder &b, int64_t n, double v) {
+  return b.op(0, "aten::full", "", {val::ints({n}), val::scalar(v)}, 1, 0,
+              onCuda);
+}
+
+int64_t cudaArange(PlanBuilder &b, int64_t n) {
+  return b.op(0, "aten::arange", "", {val::i(n)}, 1, 0,
+              {{"dtype", val::dtype(plan::FLOAT32)},
+               {"device", val::device("cuda")}});
+}
+
+TEST(CudaGraphs, ReplaysGiveEachCallItsOwnValues) {
+  REQUIRE_GPU();
+  PlanBuilder b({{"x", 1}});
+  defineChain(b);
+  int64_t y = cudaArange(b, 64);
+  std::vector<int64_t> fetches;
+  for (int k = 0; k < 5; ++k) // each result kept until the end
+    fetches.push_back(callRecording(b, 1, {cudaFull(b, 64, k + 1), y}));
+  for (int64_t &r : fetches)
+    r = b.fetch(0, r);
+  CudaHarness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  at::Tensor Y = at::arange(64, at::kFloat);
+  for (int k = 0; k < 5; ++k)
+    EXPECT_TRUE(at::equal(h.value(fetches[k]),
+                          chain(at::full({64}, float(k + 1)), Y)))
+        << "call " << k;
+  CudaGraphStats s = h.executor->cudaGraphStats();
+  EXPECT_EQ(s.captures, 1); // at the second call, after one warm-up call
+  EXPECT_EQ(s.replays, 4);
+  EXPECT_EQ(s.graphs, 1);
+  EXPECT_EQ(s.refused, 0);
+}
+
+TEST(CudaGraphs, OffOrUnmarkedRecordingsRunOpByOp) {
+  REQUIRE_GPU();
+  for (bool off : {true, false}) {
+    PlanBuilder b({{"x", 1}});
+    defineChain(b, /*candidate=*/off);
+    int64_t y = cudaArange(b, 16);
+    int64_t last = -1;
+    for (int k = 0; k < 4; ++k)
+      last = callRecording(b, 1, {cudaFull(b, 16, k), y});
+    int64_t f = b.fetch(0, last);
+    ExecutorOptions options;
+    options.cudaGraphs = !off;
+    CudaHarness h(options);
+    h.run(b);
+    ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+    EXPECT_TRUE(
+        at::equal(h.value(f), chain(at::full({16}, 3.f), at::arange(16.f))));
+    CudaGraphStats s = h.executor->cudaGraphStats();
+    EXPECT_EQ(s.captures, 0) << (off ? "graphs off" : "not a candidate");
+    EXPECT_EQ(s.replays, 0);
+  }
+}
+
+TEST(CudaGraphs, NewInputShapesWarmUpAndCaptureAgain) {
+  REQUIRE_GPU();
+  PlanBuilder b({{"x", 1}});
+  defineChain(b);
+  std::vector<std::pair<int64_t, int64_t>> fetches; // (size, fetch)
+  for (int64_t n : {4, 4, 4, 8, 8, 8, 4}) {
+    int64_t r = callRecording(b, 1, {cudaFull(b, n, 2), cudaArange(b, n)});
+    fetches.emplace_back(n, b.fetch(0, r));
+  }
+  CudaHarness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  for (auto [n, f] : fetches)
+    EXPECT_TRUE(
+        at::equal(h.value(f), chain(at::full({n}, 2.f), at::arange(n, at::kFloat))));
+  CudaGraphStats s = h.executor->cudaGraphStats();
+  // [4]: warm, capture; [8]: warm, capture; [4] again: warm (one graph a
+  // segment: the [8] graph was dropped, and none is held at the end).
+  EXPECT_EQ(s.captures, 2);
+  EXPECT_EQ(s.replays, 4);
+  EXPECT_EQ(s.graphs, 0);
+}
+
+TEST(CudaGraphs, AnErroredActualGivesDependentErrorsAndReplaysResume) {
+  REQUIRE_GPU();
+  PlanBuilder b({{"x", 1}});
+  defineChain(b);
+  int64_t y = cudaArange(b, 8);
+  int64_t r1 = callRecording(b, 1, {cudaFull(b, 8, 1), y});
+  int64_t r2 = callRecording(b, 1, {cudaFull(b, 8, 2), y}); // captured
+  int64_t m = b.op(0, "aten::ones", "", {val::ints({2, 3})}, 1, 0, onCuda);
+  int64_t bad = b.op(0, "aten::mm", "", {val::ref(m), val::ref(m)});
+  int64_t badId = Harness::last(b);
+  int64_t r3 = callRecording(b, 1, {bad, y});
+  int64_t r4 = callRecording(b, 1, {cudaFull(b, 8, 4), y});
+  int64_t f1 = b.fetch(0, r1), f2 = b.fetch(0, r2), f3 = b.fetch(0, r3),
+          f4 = b.fetch(0, r4);
+  CudaHarness h;
+  h.run(b);
+  ASSERT_EQ(h.failures.size(), 1u) << h.allFailures(); // the mm, once
+  EXPECT_EQ(h.error(f3).instruction(), badId);
+  at::Tensor Y = at::arange(8, at::kFloat);
+  EXPECT_TRUE(at::equal(h.value(f1), chain(at::full({8}, 1.f), Y)));
+  EXPECT_TRUE(at::equal(h.value(f2), chain(at::full({8}, 2.f), Y)));
+  EXPECT_TRUE(at::equal(h.value(f4), chain(at::full({8}, 4.f), Y)));
+  CudaGraphStats s = h.executor->cudaGraphStats();
+  EXPECT_EQ(s.captures, 1);
+  EXPECT_EQ(s.replays, 2); // calls 2 and 4; call 3 ran op by op
+}
+
+TEST(CudaGraphs, InPlaceWritesReachTheCallersTensor) {
+  REQUIRE_GPU();
+  // Recording 1(w, g) -> r: w -= g (in place, returning w), r = w * 2. The
+  // returned self is the caller's w, not the graph's buffer.
+  PlanBuilder b({{"x", 1}});
+  GraphBody g = defineRecording(b, 1, {1000, 1001}, {1003});
+  g.op("aten::sub_", "Tensor", {val::ref(1000), val::ref(1001)}, {1002});
+  g.op("aten::mul", "Scalar", {val::ref(1002), val::scalar(2)}, {1003});
+  int64_t w = cudaFull(b, 32, 100);
+  int64_t grad = cudaArange(b, 32);
+  int64_t last = -1;
+  for (int k = 0; k < 4; ++k)
+    last = callRecording(b, 1, {w, grad});
+  int64_t fw = b.fetch(0, w), fr = b.fetch(0, last);
+  CudaHarness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  at::Tensor W = at::full({32}, 100.f) - 4 * at::arange(32, at::kFloat);
+  EXPECT_TRUE(at::equal(h.value(fw), W));
+  EXPECT_TRUE(at::equal(h.value(fr), W * 2));
+  EXPECT_EQ(h.executor->cudaGraphStats().replays, 3);
+}
+
+TEST(CudaGraphs, WritesThroughAViewOfAnInputReachTheCallersTensor) {
+  REQUIRE_GPU();
+  // Recording 1(w, g) -> r: w.view(4, 8) *= 2 (the plan says the view is
+  // written, not w), r = that view + g.
+  PlanBuilder b({{"x", 1}});
+  GraphBody g = defineRecording(b, 1, {1000, 1001}, {1004});
+  g.op("aten::view", "", {val::ref(1000), val::ints({4, 8})}, {1002});
+  g.op("aten::mul_", "Scalar", {val::ref(1002), val::scalar(2)}, {1003});
+  g.op("aten::add", "Tensor", {val::ref(1003), val::ref(1001)}, {1004});
+  g.del({1002, 1003});
+  int64_t w = cudaArange(b, 32);
+  int64_t grad = b.op(0, "aten::ones", "", {val::ints({4, 8})}, 1, 0, onCuda);
+  int64_t last = -1;
+  for (int k = 0; k < 4; ++k)
+    last = callRecording(b, 1, {w, grad});
+  int64_t fw = b.fetch(0, w), fr = b.fetch(0, last);
+  CudaHarness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  at::Tensor W = at::arange(32, at::kFloat) * 16;
+  EXPECT_TRUE(at::equal(h.value(fw), W));
+  EXPECT_TRUE(at::equal(h.value(fr), W.view({4, 8}) + 1));
+  EXPECT_EQ(h.executor->cudaGraphStats().replays, 3);
+}
+
+TEST(CudaGraphs, AHostSyncSplitsTheBodyIntoTwoGraphs) {
+  REQUIRE_GPU();
+  // Recording 1(x) -> r: a = x * x; b = a - 4; n = nonzero(b) (sized by
+  // the data: op by op); r = n * n + n.
+  PlanBuilder b({{"x", 1}});
+  GraphBody g = defineRecording(b, 1, {1000}, {1005});
+  g.op("aten::mul", "Tensor", {val::ref(1000), val::ref(1000)}, {1001});
+  g.op("aten::sub", "Scalar", {val::ref(1001), val::scalar(4)}, {1002});
+  g.op("aten::nonzero", "", {val::ref(1002)}, {1003});
+  g.op("aten::mul", "Tensor", {val::ref(1003), val::ref(1003)}, {1004});
+  g.op("aten::add", "Tensor", {val::ref(1004), val::ref(1003)}, {1005});
+  std::vector<int64_t> fetches;
+  for (int k = 0; k < 4; ++k)
+    fetches.push_back(b.fetch(0, callRecording(b, 1, {cudaArange(b, 6)})));
+  CudaHarness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  at::Tensor X = at::arange(6, at::kFloat);
+  at::Tensor n = at::nonzero(X * X - 4);
+  for (int64_t f : fetches)
+    EXPECT_TRUE(at::equal(h.value(f), n * n + n));
+  CudaGraphStats s = h.executor->cudaGraphStats();
+  EXPECT_EQ(s.captures, 2); // before and after the nonzero
+  EXPECT_EQ(s.graphs, 2);
+  EXPECT_EQ(s.replays, 6); // calls 2-4, two graphs each
+}
+
+TEST(CudaGraphs, ALoopReplaysItsBodyOnEveryTrip) {
+  REQUIRE_GPU();
+  // 50 trips of c = c * 0.5 + x (x captured).
+  PlanBuilder b({{"x", 1}});
+  GraphBody g = defineRecording(b, 1, {1000, 1001}, {1003});
+  g.op("aten::mul", "Scalar", {val::ref(1000), val::scalar(0.5)}, {1002});
+  g.op("aten::add", "Tensor", {val::ref(1002), val::ref(1001)}, {1003});
+  int64_t c = cudaFull(b, 16, 1000);
+  int64_t x = cudaArange(b, 16);
+  auto *l = b.add(0).mutable_loop();
+  l->set_recording(1);
+  l->set_trips(50);
+  l->add_carried(c);
+  l->add_captured(x);
+  int64_t r = b.ref();
+  l->add_results(r);
+  int64_t f = b.fetch(0, r);
+  CudaHarness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  at::Tensor C = at::full({16}, 1000.f), X = at::arange(16, at::kFloat);
+  for (int k = 0; k < 50; ++k)
+    C = C * 0.5 + X;
+  EXPECT_TRUE(at::equal(h.value(f), C));
+  CudaGraphStats s = h.executor->cudaGraphStats();
+  EXPECT_EQ(s.captures, 1);
+  EXPECT_EQ(s.replays, 49);
+}
+
+TEST(CudaGraphs, TheTraceShowsOneSlicePerReplay) {
+  REQUIRE_GPU();
+  PlanBuilder b({{"x", 1}});
+  defineChain(b);
+  int64_t y = cudaArange(b, 8);
+  int64_t last = -1;
+  for (int k = 0; k < 4; ++k)
+    last = callRecording(b, 1, {cudaFull(b, 8, k), y});
+  b.fetch(0, last);
+  CudaHarness h({}, /*trace=*/true);
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  int replays[2] = {0, 0}, steps[2] = {0, 0}; // host, device spans
+  for (const plan::TraceEvent &e : h.traces) {
+    if (e.name().rfind("cuda_graph ", 0) == 0) {
+      EXPECT_EQ(e.name(), "cuda_graph 1000..1004");
+      EXPECT_EQ(e.recording(), 1);
+      ++replays[e.on_device()];
+    } else if (e.recording() == 1) {
+      ++steps[e.on_device()];
+    }
+  }
+  // Calls 2-4 are one slice each; the warm-up call shows its 5 steps.
+  EXPECT_EQ(replays[0], 3);
+  EXPECT_EQ(replays[1], 3);
+  EXPECT_EQ(steps[0], 5);
+}
+
 TEST(CudaExecutor, ErrorsOnCudaAreReportedOnceAndPropagate) {
   REQUIRE_GPU();
   PlanBuilder b({{"x", 1}});

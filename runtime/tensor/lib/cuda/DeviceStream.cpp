@@ -29,6 +29,8 @@
 
 #ifdef MONARCH_TORCH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <torch/version.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -214,6 +216,27 @@ private:
   bool broken = false;
 };
 
+/// A captured graph (at::cuda::CUDAGraph: torch's capture, which routes the
+/// capture's allocations to a private pool of the caching allocator and
+/// keeps the default generator's Philox offsets right across replays).
+class CudaGraph final : public DeviceGraph {
+public:
+  void replay() override { graph.replay(); }
+  int64_t poolBytes() const override { return bytes; }
+
+  at::cuda::CUDAGraph graph;
+  int64_t bytes = 0;
+};
+
+/// The caching allocator's reserved bytes on `device` (all pools).
+int64_t reservedBytes(c10::DeviceIndex device) {
+  // Index 0 of each stat array is the aggregate over pool kinds (StatType
+  // moved namespaces between torch 1.x and 2.x; the layout did not).
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(device)
+      .reserved_bytes[0]
+      .current;
+}
+
 class CudaStream final : public DeviceStream {
 public:
   CudaStream(int device, const TraceSink *trace, int64_t planStream)
@@ -270,6 +293,45 @@ public:
     if (t.defined() && t.is_cuda() && t.has_storage())
       c10::cuda::CUDACachingAllocator::recordStream(t.storage().data_ptr(),
                                                     *stream);
+  }
+
+  std::unique_ptr<DeviceGraph> capture(const std::function<void()> &body,
+                                       std::string &error) override {
+    auto g = std::make_unique<CudaGraph>();
+    int64_t before = reservedBytes(index);
+    try {
+#if TORCH_VERSION_MAJOR >= 2
+      // Thread-local: only this thread's unsafe calls (a sync, a
+      // cudaMalloc) break the capture; the other streams' threads go on.
+      g->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+#else
+      g->graph.capture_begin();
+#endif
+    } catch (const std::exception &e) {
+      error = std::string("cannot begin a CUDA graph capture: ") + e.what();
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    try {
+      body();
+    } catch (const std::exception &e) {
+      error = e.what();
+    } catch (...) {
+      error = "unknown exception";
+    }
+    // End the capture whatever happened: the stream leaves capture mode
+    // and the allocator its pool (an invalidated capture throws here).
+    try {
+      g->graph.capture_end();
+    } catch (const std::exception &e) {
+      if (error.empty())
+        error = e.what();
+    }
+    (void)cudaGetLastError(); // a failed capture's error is not sticky
+    if (!error.empty())
+      return nullptr;
+    g->bytes = reservedBytes(index) - before;
+    return g;
   }
 
   void *handle() const override { return stream->stream(); }

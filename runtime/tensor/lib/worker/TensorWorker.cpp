@@ -84,6 +84,9 @@ public:
         config.timeout_ms() > 0 ? config.timeout_ms() : 60000);
     options.memoryCapBytes = config.memory_cap_bytes();
     options.intraOpThreads = intraOpShare(options.rootShape);
+    const char *graphs = std::getenv("MONARCH_CUDA_GRAPHS");
+    options.cudaGraphs =
+        config.cuda_graphs() || (graphs && std::string(graphs) == "on");
     if (const char *bind = std::getenv("MONARCH_BIND_CORES");
         bind && std::string(bind) == "1")
       bindToCoreShare(context().rank, options.rootShape);
@@ -130,6 +133,9 @@ public:
       plan::WorkerEvent e;
       *e.mutable_fetch() = r;
       report(std::move(e));
+    };
+    callbacks.onDebug = [rank](const std::string &line) {
+      log::debug("rank ", rank, ": ", line);
     };
     callbacks.onStatus = [report](int64_t id) {
       plan::WorkerEvent e;

@@ -392,4 +392,35 @@ def Simulate : Pass<"monarch-simulate"> {
   ];
 }
 
+def MarkCudaGraphs : Pass<"monarch-mark-cuda-graphs", "::mlir::ModuleOp"> {
+  let summary = "Mark the recordings a worker may run as CUDA graphs";
+  let description = [{
+    A recording (the body of a counted `scf.for`, or a function called from
+    the entry, each lowered to one DefineRecording) whose body holds at
+    least `min-ops` `monarch.aten` calls gets the unit attribute
+    `monarch.cuda_graph`, and the lowering marks its plan recording a
+    CUDA-graph candidate (plan.proto's `Recording.cuda_graph`). On a CUDA
+    stream the worker then captures the body's stretches of ATen calls as
+    CUDA graphs at their first calls and replays them after
+    (docs/plan.md, "CUDA graphs"); what cannot be captured (fetches,
+    host syncs, collectives, transfers, CPU tensors) stays op by op, as
+    without the mark. Part of `monarch-default-pipeline` unless
+    `cuda-graphs=off`.
+
+    Before:
+    ```mlir
+    %r = scf.for %i = %c0 to %c8 step %c1 iter_args(%x = %x0) -> (!T) {
+      %a = monarch.aten "aten::add.Tensor"(%x, %x) on %m : (!T, !T) -> !T
+      %b = monarch.aten "aten::mul.Tensor"(%a, %x) on %m : (!T, !T) -> !T
+      scf.yield %b : !T
+    }
+    ```
+    After: the same loop with `{monarch.cuda_graph}`.
+  }];
+  let options = [
+    Option<"minOps", "min-ops", "unsigned", "2",
+           "Fewest ATen calls a recording's body holds to be a candidate">,
+  ];
+}
+
 #endif // MONARCH_COMPILER_PASSES_TD

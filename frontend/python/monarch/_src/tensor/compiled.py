@@ -265,6 +265,9 @@ class Compiled:
         # Python handles of the refs from before it that it may read.
         local: Dict[int, Ref] = {}
         outer: Dict[int, Ref] = {}
+        # Cycles collected first, so that garbage not yet collected never
+        # counts as state (loops.py's _live_locals says why).
+        gc.collect()
         for o in gc.get_objects():
             if type(o) is Ref and o.session is session and o.owns:
                 if first <= o.id < end:

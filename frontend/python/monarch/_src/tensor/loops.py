@@ -30,6 +30,7 @@ from typing import Any, Generator, Iterator, List, NamedTuple, Optional, Tuple
 
 import torch
 
+from ..backend.plan import plan
 from . import modes
 from .core import Ref
 
@@ -122,7 +123,8 @@ def _traced(session: Any, mesh: Any, steps: builtins.range) -> Iterator[Any]:
     i1 = _index(mesh, steps[1])
     second = yield from _recorded(session, i1, one)
     two = _end_body(session, second, one)
-    why = None if not two.defined else "its second iteration issues other ops than its first"
+    why = None if not two.defined else ("its second iteration issues other ops than its "
+                                        "first: " + _first_difference(one, two))
     plan = None if why else _match(one, two, i0._ref.id, i1._ref.id)
     if plan is None:
         why = why or ("its second iteration reads a tensor that is neither made by the "
@@ -143,8 +145,40 @@ def _traced(session: Any, mesh: Any, steps: builtins.range) -> Iterator[Any]:
     del one, two  # the first iteration's results: read by the loop, then freed
 
 
+def _first_difference(one: _Body, two: _Body) -> str:
+    """Where two recorded iterations part, for the warning: the first
+    instruction that differs (refs renumbered alike, ids left out)."""
+    a, b = plan.Recording(), plan.Recording()
+    a.ParseFromString(one.canonical)
+    b.ParseFromString(two.canonical)
+    for k, (x, y) in enumerate(zip(a.body, b.body)):
+        if x != y:
+            first, second = _describe(x), _describe(y)
+            if first == second:
+                return f"instruction {k} of the body, {first}, has other arguments in the second"
+            return (f"instruction {k} of the body is {first} in the first and {second} in "
+                    "the second")
+    if len(a.body) != len(b.body):
+        return f"the first has {len(a.body)} instructions, the second {len(b.body)}"
+    return (f"the same {len(a.body)} instructions, but the first leaves {len(a.results)} "
+            f"tensors alive ({list(a.results)}, refs in order of appearance) and the second "
+            f"{len(b.results)} ({list(b.results)})")
+
+
+def _describe(inst: Any) -> str:
+    kind = inst.WhichOneof("kind")
+    what = inst.call_op.name + (f".{inst.call_op.overload}" if inst.call_op.overload else "") \
+        if kind == "call_op" else kind
+    return f"{what} at {inst.location or 'an unknown location'}"
+
+
 def _live_locals(session: Any, first: int, end: int) -> List[Ref]:
     """The Ref handles of refs made in [first, end) that Python still holds."""
+    # Collected first: a handle kept only by a reference cycle (autograd's
+    # graph, a frame) is garbage, and whether gc had got to it would
+    # otherwise decide whether an iteration leaves it alive -- two equal
+    # iterations then differ and the loop unrolls (seen on CUDA with Adam).
+    gc.collect()
     return sorted((o for o in gc.get_objects()
                    if type(o) is Ref and o.session is session and o.owns
                    and first <= o.id < end), key=lambda r: r.id)

@@ -64,6 +64,29 @@ struct ExecutorOptions {
   /// Ranks whose processes failed, shared with the collective backends (so
   /// that a rendezvous with one gives up); made by the executor if null.
   std::shared_ptr<PeerHealth> health;
+  /// CUDA graphs (docs/plan.md, "CUDA graphs"): a recording the plan
+  /// marks as a candidate (Recording.cuda_graph) runs on a CUDA stream as
+  /// captured graphs of its stretches of at least `cudaGraphMinOps` ATen
+  /// calls, at most `cudaGraphMax` graphs and `cudaGraphPoolBytes` of their
+  /// pools at once on this worker. False runs every recording op by op
+  /// (the tensor worker's default: it sets this from WorkerConfig and
+  /// MONARCH_CUDA_GRAPHS=on).
+  bool cudaGraphs = true;
+  size_t cudaGraphMinOps = 2;
+  int64_t cudaGraphMax = 256;
+  /// Device memory the graphs' pools may hold before no more are captured.
+  int64_t cudaGraphPoolBytes = int64_t(1) << 30;
+};
+
+/// What the CUDA graphs of one executor did (all zero without CUDA).
+struct CudaGraphStats {
+  int64_t graphs = 0;   ///< captured and alive
+  int64_t captures = 0; ///< successful captures so far
+  int64_t replays = 0;
+  /// Segments that can never be captured (a failed capture, a CPU result,
+  /// shapes that kept changing, the bound on graphs).
+  int64_t refused = 0;
+  int64_t poolBytes = 0; ///< device memory the live graphs' pools reserved
 };
 
 struct ExecutorCallbacks {
@@ -77,6 +100,9 @@ struct ExecutorCallbacks {
   /// instruction of a recording call), after it finished on its stream.
   /// Unset, the executor reads no clocks.
   std::function<void(const plan::TraceEvent &)> onTrace;
+  /// When set, lines for a debug log (CUDA graph captures and refusals),
+  /// from any thread.
+  std::function<void(const std::string &)> onDebug;
 };
 
 class Executor {
@@ -105,6 +131,8 @@ public:
   /// Number of refs holding a value or an error on this worker (after
   /// waitIdle; for tests and leak checks).
   size_t liveRefs() const;
+  /// Any thread, any time (counters, not a snapshot of one instant).
+  CudaGraphStats cudaGraphStats() const;
 
   struct Impl;
 
