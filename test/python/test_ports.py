@@ -12,7 +12,8 @@ import textwrap
 import pytest
 
 from conftest import run_script
-from monarch.actor import Actor, Channel, Port, PortReceiver, endpoint, send, this_host
+from monarch.actor import (Actor, Channel, Port, PortReceiver, RankedPortReceiver, endpoint, send,
+                           this_host)
 
 pytest.importorskip("monarch._actors")
 
@@ -91,6 +92,30 @@ def test_send_delivers_each_result_and_exception_to_the_port(producers):
         received.recv().get(timeout=30)
     # The actor lives on after an exception sent to a port.
     assert mesh.square.call(3).get(timeout=30).values() == [9, 9]
+
+
+def test_a_ranked_receiver_says_which_actor_sent_each_message(producers):
+    mesh, _ = producers
+    port, received = Channel.open_ranked()
+    assert isinstance(received, RankedPortReceiver)
+    send(mesh.square, (5,), {}, port=port)
+    assert sorted(received.recv().get(timeout=30) for _ in range(2)) == [(0, 25), (1, 25)]
+    # An explicit_response_port endpoint sends on a port that knows its rank.
+    send(mesh.answer, (1,), {}, port=port)
+    assert sorted(received.recv().get(timeout=30) for _ in range(2)) == [(0, 101), (1, 101)]
+    # An exception sent by an actor of rank r raises at the receiver.
+    send(mesh.square, (-1,), {}, port=port, selection="choose")
+    with pytest.raises(ValueError, match="negative: -1"):
+        received.recv().get(timeout=30)
+    # The channel's own port has no rank: its message cannot be ranked.
+    port.send("from the controller")
+    with pytest.raises(ValueError, match="without a rank"):
+        received.recv().get(timeout=30)
+    # PortReceiver.ranked() is the same view of a plain receiver.
+    plain_port, plain = Channel.open()
+    send(mesh.square, (2,), {}, port=plain_port, selection="choose")
+    rank, value = plain.ranked().recv().get(timeout=30)
+    assert rank in (0, 1) and value == 4
 
 
 def test_send_choose_runs_on_one_actor(producers):

@@ -15,7 +15,7 @@ from .._src.actor.current import (Context, context, current_actor_name, current_
 from .._src.actor.endpoints import Accumulator, as_endpoint, concurrent_endpoint
 from .._src.actor.host_mesh import HostMesh, attach_hosts, slurm_hosts, this_host, this_proc
 from .._src.actor.local_hosts import hosts_from_config
-from .._src.actor.ports import Channel, Port, PortReceiver, send
+from .._src.actor.ports import Channel, Port, PortReceiver, RankedPortReceiver, send
 from .._src.actor.proc_mesh import ProcMesh
 from .._src.actor.shape import Extent, Point
 from .._src.actor.supervision import SupervisionEvent, report_unhandled
@@ -49,6 +49,7 @@ __all__ = [
     "Point",
     "Port",
     "PortReceiver",
+    "RankedPortReceiver",
     "ProcMesh",
     "SupervisionError",
     "SupervisionEvent",

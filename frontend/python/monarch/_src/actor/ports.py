@@ -9,6 +9,9 @@ and ``port.send(value)`` works from wherever it is. Values travel as the
 adverbs' do (``common.pickling``). ``receiver.recv()`` is a Future of the
 next message; messages from one sender arrive in the order sent.
 ``port.exception(e)`` makes the receiver's next ``recv()`` raise ``e``.
+``Channel.open_ranked()`` (or ``receiver.ranked()``) receives ``(rank,
+value)``: the rank of the actor that sent it, for ports that ``send`` or an
+``explicit_response_port`` endpoint handed to an actor of a mesh.
 
 ``send(endpoint, args, kwargs, port=port, selection="all"|"choose")`` sends
 a call without waiting for it: each selected actor runs the endpoint and
@@ -45,7 +48,7 @@ class Port(Generic[R]):
 
     def send(self, obj: R) -> None:
         """Sends ``obj`` to the receiver (fire and forget, in order)."""
-        self._send(("ok", obj))
+        self._send(("ok", obj, self._rank))
 
     def exception(self, obj: BaseException) -> None:
         """Makes the receiver's ``recv()`` of this message raise ``obj``."""
@@ -53,9 +56,10 @@ class Port(Generic[R]):
             raise TypeError(f"Port.exception takes an exception, got {obj!r}")
         tb = "".join(traceback.format_exception(type(obj), obj, obj.__traceback__))
         try:
-            frames = dumps(("err", obj, tb))
+            frames = dumps(("err", obj, tb, self._rank))
         except Exception:  # the exception does not pickle: its text does
-            frames = dumps(("err", RuntimeError(f"{type(obj).__name__}: {obj}\n{tb}"), tb))
+            frames = dumps(("err", RuntimeError(f"{type(obj).__name__}: {obj}\n{tb}"), tb,
+                            self._rank))
         self._send_frames(frames)
 
     def _send(self, reply: Tuple[Any, ...]) -> None:
@@ -64,17 +68,37 @@ class Port(Generic[R]):
     def _send_frames(self, frames: Any) -> None:
         actors().send_to_port(self._addr, self._port, frames)
 
+    def _as_rank(self, rank: int) -> "Port[R]":
+        """This port as the actor of ``rank`` uses it: what it sends says who
+        sent it (a :class:`RankedPortReceiver` gets ``(rank, value)``)."""
+        return Port(self._addr, self._port, rank)
+
     def __reduce__(self) -> Any:
         return (Port, (self._addr, self._port, self._rank))
 
     def __repr__(self) -> str:
-        return f"<Port {self._addr}#{self._port}>"
+        rank = "" if self._rank is None else f" rank {self._rank}"
+        return f"<Port {self._addr}#{self._port}{rank}>"
 
 
 def _received(out: Any) -> Any:
     reply = loads(out[1])
     if reply[0] == "ok":
         return reply[1]
+    raise reply[1]
+
+
+def _received_ranked(out: Any) -> Tuple[int, Any]:
+    reply = loads(out[1])
+    rank = reply[-1]
+    if reply[0] == "err" and rank is None:
+        raise reply[1]
+    if rank is None:
+        raise ValueError("a RankedPortReceiver got a message without a rank: it was sent on "
+                         "a Port no mesh handed to an actor (Channel.open()'s own port); "
+                         "receive it with a PortReceiver")
+    if reply[0] == "ok":
+        return rank, reply[1]
     raise reply[1]
 
 
@@ -89,12 +113,25 @@ class PortReceiver(Generic[R]):
     def recv(self) -> "Future[R]":
         return Future(HandleSource(self._handle.recv(), _received))
 
+    def ranked(self) -> "RankedPortReceiver[R]":
+        """The same receiver, giving ``(rank, value)`` for each message."""
+        return RankedPortReceiver(self._handle)
+
     def close(self) -> None:
         self._handle.close()
 
     def __reduce__(self) -> Any:
         raise TypeError("a PortReceiver stays in the process that opened its channel; "
                         "send its Port instead")
+
+
+class RankedPortReceiver(PortReceiver[R]):
+    """A receiver whose ``recv()`` is a Future of ``(rank, value)``: the rank
+    (in its mesh) of the actor that sent it. A message sent on a port no mesh
+    handed to an actor has no rank: its ``recv()`` raises ``ValueError``."""
+
+    def recv(self) -> "Future[Tuple[int, R]]":  # type: ignore[override]
+        return Future(HandleSource(self._handle.recv(), _received_ranked))
 
 
 class Channel(Generic[R]):
@@ -107,6 +144,12 @@ class Channel(Generic[R]):
         handle = actors().PortReceiver(bool(once))
         addr, number = handle.ref()
         return Port(addr, number), PortReceiver(handle)
+
+    @staticmethod
+    def open_ranked(once: bool = False) -> Tuple[Port[R], RankedPortReceiver[R]]:
+        """``Channel.open()`` whose receiver gives ``(rank, value)``."""
+        port, receiver = Channel.open(once)
+        return port, receiver.ranked()
 
 
 def send(endpoint: Any, args: Tuple[Any, ...] = (), kwargs: Optional[Dict[str, Any]] = None,

@@ -187,7 +187,8 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
             fn, takes_port = found
             with context.entered(instance, dict(info, message=message)) if message \
                     else _NOT_SLICED:
-                if port is not None:
+                if port is not None:  # its messages say which actor sent them
+                    port = port._as_rank(int(info.get("rank", 0)))
                     return _invoke_to_port(instance, fn, takes_port, port, args, kwargs)
                 if takes_port:  # answered through a port: the reply is what it sends
                     reply = _ReplyPort(f"{info.get('mesh')}[{info.get('rank')}].{method}")
