@@ -389,9 +389,9 @@ struct RecordingGraphs {
     /// Per output: the input it is (an in-place op's returned self), bound
     /// to the caller's tensor after a replay; -1 for the graph's own.
     std::vector<int64_t> outputIsInput;
-    std::vector<size_t> writtenAt; ///< plan.writtenInputs in `inputs`
-    /// The inputs copied back after a replay: writtenAt, and those the
-    /// capture saw written through a view (`x[0].add_(1)`).
+    /// The inputs (indexes into `inputs`) copied back after a replay: the
+    /// plan's writtenInputs, and those the capture saw written through a
+    /// view (`x[0].add_(1)`).
     std::vector<size_t> copyBack;
     std::shared_ptr<GraphCounters> counters;
 
@@ -1002,8 +1002,7 @@ struct Executor::Impl {
       Recording &r = recordings[rec.id()];
       r.plan = rec;
       r.compiled = compileRecording(rec);
-      if (rec.cuda_graph() && options.cudaGraphs && device >= 0 &&
-          !(r.compiled && r.compiled->graphs))
+      if (graphCandidate(rec) && !(r.compiled && r.compiled->graphs))
         debug("cuda graphs: recording " + std::to_string(rec.id()) +
               (r.compiled ? " has no stretch of " +
                                 std::to_string(options.cudaGraphMinOps) +
@@ -1845,9 +1844,15 @@ struct Executor::Impl {
       if (!defined[cr->formals + k])
         return nullptr;
     cr->locals = defined.size() - fixed;
-    if (rec.cuda_graph() && options.cudaGraphs && device >= 0)
+    if (graphCandidate(rec))
       cr->graphs = planGraphs(*cr, access);
     return cr;
+  }
+
+  /// The plan marks `rec` a CUDA-graph candidate and this worker runs
+  /// graphs: it has a GPU and they are on.
+  bool graphCandidate(const plan::Recording &rec) const {
+    return rec.cuda_graph() && options.cudaGraphs && device >= 0;
   }
 
   /// The segments of `cr` (segmentBody) and their graphs' empty state; null
@@ -1871,10 +1876,6 @@ struct Executor::Impl {
         for (uint32_t o : plan.outputs)
           seg.outputIsResult.push_back(o >= cr.formals &&
                                        o < cr.formals + cr.results);
-        for (uint32_t w : plan.writtenInputs)
-          seg.writtenAt.push_back(
-              std::find(plan.inputs.begin(), plan.inputs.end(), w) -
-              plan.inputs.begin());
       }
       seg.plan = std::move(plan);
     }
@@ -2071,8 +2072,9 @@ struct Executor::Impl {
     // through a view: the plan only says which operands an op writes.
     std::vector<int64_t> viewOf(n, -1);
     std::vector<bool> back(inputs.size(), false);
-    for (size_t k : seg.writtenAt)
-      back[k] = true;
+    for (uint32_t w : plan.writtenInputs)
+      back[std::find(plan.inputs.begin(), plan.inputs.end(), w) -
+           plan.inputs.begin()] = true;
     std::string error;
     std::unique_ptr<DeviceGraph> graph = ctx.device->capture(
         [&] {

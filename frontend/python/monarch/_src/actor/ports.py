@@ -81,25 +81,26 @@ class Port(Generic[R]):
         return f"<Port {self._addr}#{self._port}{rank}>"
 
 
-def _received(out: Any) -> Any:
+def _reply(out: Any) -> Tuple[Any, Optional[int]]:
+    """A port message's value and the rank that sent it (None: a port no mesh
+    handed to an actor); an exception sent on the port is raised."""
     reply = loads(out[1])
     if reply[0] == "ok":
-        return reply[1]
+        return reply[1], reply[-1]
     raise reply[1]
 
 
+def _received(out: Any) -> Any:
+    return _reply(out)[0]
+
+
 def _received_ranked(out: Any) -> Tuple[int, Any]:
-    reply = loads(out[1])
-    rank = reply[-1]
-    if reply[0] == "err" and rank is None:
-        raise reply[1]
+    value, rank = _reply(out)
     if rank is None:
         raise ValueError("a RankedPortReceiver got a message without a rank: it was sent on "
                          "a Port no mesh handed to an actor (Channel.open()'s own port); "
                          "receive it with a PortReceiver")
-    if reply[0] == "ok":
-        return rank, reply[1]
-    raise reply[1]
+    return rank, value
 
 
 class PortReceiver(Generic[R]):
