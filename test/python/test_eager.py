@@ -437,6 +437,48 @@ def test_to_mesh_copies(spawn, device):
         t.to_mesh(mesh.flatten("all"))
 
 
+def test_a_rank_whose_first_cuda_tensor_is_received_orders_its_sends(spawn, device):
+    """Rank 1 names no cuda device: its first CUDA tensors arrive from rank 0
+    (on the comms stream, borrowed from and back to the main stream). It then
+    computes a long chain on them and sends the result back: the send must
+    wait for the chain's kernels. Its stream used to connect the transfer's
+    communicator before it had a CUDA stream, so every later transfer copied
+    on the legacy default stream and, now and then, sent memory the last
+    kernel had not written yet (the pipeline job on one H200)."""
+    mesh = spawn({"host": 2})
+    a, b = mesh.slice(host=0), mesh.slice(host=1)
+    n, steps = (2048, 24) if device == "cuda" else (64, 2)
+    comms = monarch.Stream("comms")
+    main = monarch.get_active_stream()
+
+    def send(t, to):
+        t_c, borrow = comms.borrow(t, mutable=False)
+        with comms.activate():
+            moved = t_c.to_mesh(to)
+        with borrow:
+            pass
+        return moved
+
+    with a.activate():
+        x = torch.full((n, n), 1.0 / n, device=device)
+        y = torch.full((n, 8), 1.0 / n, device=device)
+    x_b, y_b = send(x, b), send(y, b)
+    for attempt in range(3):
+        x_main, bx = main.borrow(x_b, mutable=False)
+        y_main, by = main.borrow(y_b, mutable=False)
+        with b.activate():
+            w = y_main
+            for _ in range(steps):
+                w = x_main @ w  # stays 1/n: n is a power of two
+            z = w + float(attempt + 1)
+        with bx, by:
+            pass
+        back = send(z, a)
+        got = on(fetch_shard(back), device)
+        assert torch.equal(got, torch.full((n, 8), 1.0 / n + attempt + 1)), (
+            f"attempt {attempt}: {got.flatten()[:4].tolist()}")
+
+
 def test_cuda_on_cpu_keeps_the_device_asked_for():
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")

@@ -84,8 +84,25 @@ c10::Device fallbackDevice(const CollectiveEnv &env) {
 }
 
 /// This worker's GPU, where received CUDA tensors go.
+/// The instruction's CUDA stream. Null only on a worker without a usable GPU:
+/// a stream that has not used CUDA yet -- a receiver whose first CUDA tensor
+/// is the one arriving -- makes its CUDA stream current here. Collectives
+/// and host staging of CUDA buffers run on it; before this, such a first
+/// receive connected its communicator without a stream, so every later
+/// transfer on that key ran its copies on the legacy default stream, which
+/// does not wait for the plan's streams: a rank sent a gradient before its
+/// last kernel had run (the pipeline job on one H200, now and then).
+DeviceStream *cudaStream(const CollectiveEnv &env) {
+  if (env.device)
+    return env.device;
+  if (env.context && env.context->useDevice)
+    return env.context->useDevice();
+  return nullptr;
+}
+
 c10::Device cudaDevice(const CollectiveEnv &env) {
-  int d = env.device ? env.device->device() : std::max(processDevice(), 0);
+  DeviceStream *s = cudaStream(env);
+  int d = s ? s->device() : std::max(processDevice(), 0);
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(d));
 }
 
@@ -100,10 +117,16 @@ struct Route {
 Route routeFor(const CollectiveEnv &env, const c10::Device &device) {
   Route r;
   if (device.is_cuda()) {
-    r.backend = env.cudaBackend;
     r.prefix = "cuda/";
-    if (env.device)
-      r.queue = DeviceQueue{env.device->handle(), env.device->device()};
+    DeviceStream *s = cudaStream(env);
+    if (!s) {
+      // Never a communicator without the plan's stream: its copies and
+      // kernels would not be ordered after the ones that made the data.
+      r.missing = "this worker has no usable GPU for CUDA tensors";
+      return r;
+    }
+    r.backend = env.cudaBackend;
+    r.queue = DeviceQueue{s->handle(), s->device()};
     r.missing = "no NCCL backend attached to this worker for CUDA tensors";
   } else {
     r.backend = env.backend;

@@ -36,7 +36,9 @@
 #include <c10/util/flat_hash_map.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <map>
+#include <set>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -133,6 +135,40 @@ bool SerialQueue::waitIdle(std::chrono::milliseconds timeout) {
                        [&] { return tasks.empty() && !running; });
 }
 
+namespace {
+/// MONARCH_DEBUG_CUDA_SYNC / MONARCH_DEBUG_CUDA_SYNC_BEFORE: instruction
+/// kinds (`send_tensor`, `borrow_drop`, an op such as `aten::mm`, or `all`)
+/// after (before) which a stream waits for its GPU work -- CUDA_LAUNCH_BLOCKING
+/// for one kind of instruction, to find which ordering a wrong result lacks
+/// (docs/runtime.md, "Debugging CUDA ordering"). Read once per process.
+class DebugSync {
+public:
+  explicit DebugSync(const char *variable) {
+    const char *v = std::getenv(variable);
+    if (!v || !*v)
+      return;
+    std::string list(v);
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t end = list.find(',', start);
+      if (end == std::string::npos)
+        end = list.size();
+      if (end > start)
+        kinds.insert(list.substr(start, end - start));
+      start = end + 1;
+    }
+    all = kinds.count("all") > 0;
+  }
+  bool operator()(std::string_view kind) const {
+    return all || (!kinds.empty() && kinds.count(std::string(kind)) > 0);
+  }
+
+private:
+  std::set<std::string> kinds;
+  bool all = false;
+};
+} // namespace
+
 void SerialQueue::loop() {
   StreamContext ctx;
   ctx.stream = id;
@@ -151,6 +187,13 @@ void SerialQueue::loop() {
       device.reset(); // unusable GPU: the stream stays a CPU stream
     }
   };
+  ctx.useDevice = [&]() -> DeviceStream * {
+    setCudaWanted();
+    activate();
+    return ctx.device;
+  };
+  static const DebugSync syncBefore("MONARCH_DEBUG_CUDA_SYNC_BEFORE"),
+      syncAfter("MONARCH_DEBUG_CUDA_SYNC");
   TaskBatch batch;
   std::unique_lock<std::mutex> lock(mutex);
   while (true) {
@@ -180,6 +223,8 @@ void SerialQueue::loop() {
     uint64_t finished = done.load(std::memory_order_relaxed);
     for (auto &task : batch) {
       activate();
+      if (ctx.device && syncBefore(task->name))
+        (void)ctx.device->synchronize(std::chrono::minutes(1));
       try {
         if (trace && !task->name.empty()) {
           int64_t start = traceStart(ctx);
@@ -193,6 +238,8 @@ void SerialQueue::loop() {
         // Instruction bodies catch their own errors; nothing may escape a
         // stream thread.
       }
+      if (ctx.device && syncAfter(task->name))
+        (void)ctx.device->synchronize(std::chrono::minutes(1));
       // Destroyed here, in order: a task may hold the last reference to
       // tensors (constants, a call's locals).
       task.reset();
@@ -347,10 +394,15 @@ struct BorrowSync {
   bool receiverOnDevice = false;
 };
 
-/// The CUDA stream of `ctx` when `v` is a CUDA tensor on it, else null.
+/// The CUDA stream of `ctx` when `v` is a CUDA tensor, else null. A stream
+/// that has not used CUDA yet makes its CUDA stream current first: ordering a
+/// CUDA tensor's kernels needs it, whoever made the tensor.
 DeviceStream *deviceFor(const StreamContext &ctx, const RefValue &v) {
-  return ctx.device && v.tensor.defined() && v.tensor.is_cuda() ? ctx.device
-                                                                : nullptr;
+  if (!v.tensor.defined() || !v.tensor.is_cuda())
+    return nullptr;
+  if (ctx.device || !ctx.useDevice)
+    return ctx.device;
+  return ctx.useDevice();
 }
 
 struct Borrow {

@@ -196,8 +196,14 @@ bool cudaWanted();
 /// What a stream thread lends the tasks it runs.
 struct StreamContext {
   int64_t stream = 0;
-  /// The plan stream's CUDA stream, current on this thread; null on CPU.
+  /// The plan stream's CUDA stream, current on this thread; null on CPU and
+  /// until the stream's first task once CUDA is wanted.
   DeviceStream *device = nullptr;
+  /// Makes this stream's CUDA stream current now (CUDA becomes wanted) and
+  /// returns it, null without a usable GPU: for a rank whose first CUDA
+  /// tensor is not one its plan creates but one it receives from another
+  /// rank, before anything on this rank has named a cuda device.
+  std::function<DeviceStream *()> useDevice;
   /// The device of this stream's last collective: a rank whose input is an
   /// error takes part on it, so it joins the backend its peers use.
   c10::Device collectiveDevice{c10::kCPU};
@@ -371,7 +377,8 @@ struct CollectiveEnv {
   CollectiveBackend *cudaBackend; ///< CUDA tensors (NCCL); may be null
   /// The stream's CUDA stream (NCCL runs on it); null on CPU.
   DeviceStream *device = nullptr;
-  /// The stream's last collective device (read and updated).
+  /// The stream's last collective device (read and updated); its
+  /// useDevice() when `device` is still null and a tensor is on CUDA.
   StreamContext *context = nullptr;
   CommunicatorCache *cache;
   const RefCells *table; ///< the refs this instruction may touch
