@@ -22,7 +22,6 @@ from ..common.future import Future, HandleSource
 from ..common.pickling import dumps
 from . import context, supervision
 from .extension import actors
-from .worker import Anchor
 
 #: (procs name, root shape, listen address of each root rank): what a proc
 #: or actor mesh passed to another process carries to reach its procs.
@@ -117,6 +116,10 @@ class ActorProcs:
         """A small actor on every proc (spawned at first use): it answers
         "where" and the frontend's internal calls (worker._INTERNAL)."""
         if self._anchor is None:
+            # The actor workers' module (asyncio and all): imported when an
+            # actor is spawned, not by programs that only trace.
+            from .worker import Anchor
+
             header = {"mesh": "__monarch_where", "owner_port": None,
                       "names": [n for n, _ in self.shape], "sizes": [s for _, s in self.shape],
                       "ranks": list(range(self.size())), "sys_path": []}

@@ -18,5 +18,11 @@ from typing import Any
 ENGINE_MODULE = "monarch._src.tensor.engine"
 
 
+_engine: Any = None
+
+
 def engine() -> Any:
-    return importlib.import_module(ENGINE_MODULE)
+    global _engine
+    if _engine is None:  # once: mesh.activate() asks for it at every call
+        _engine = importlib.import_module(ENGINE_MODULE)
+    return _engine

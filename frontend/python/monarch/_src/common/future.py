@@ -14,7 +14,6 @@ futures (``Future.ready(value)``) need no source.
 
 from __future__ import annotations
 
-import asyncio
 import numbers
 import time
 from typing import Any, Callable, Generic, List, Optional, TypeVar
@@ -138,6 +137,8 @@ class Future(Generic[T]):
             async def now() -> T:
                 return self.get()
             return now().__await__()
+        import asyncio  # ~10 ms to import: only programs that await pay it
+
         loop = asyncio.get_running_loop()
         return loop.run_in_executor(None, self.get).__await__()
 

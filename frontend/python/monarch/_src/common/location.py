@@ -56,9 +56,13 @@ def user_frame() -> Tuple[Optional[CodeType], int]:
     if not _with_torch and "torch" in sys.modules:
         _refresh()
     f = sys._getframe(1)
+    inside = _inside.get  # inline: called for every op dispatched
     while f is not None:
         code = f.f_code
-        if not _is_inside(code):
+        hit = inside(code)
+        if hit is None:
+            hit = _is_inside(code)
+        if not hit:
             return code, f.f_lineno
         f = f.f_back
     return None, 0

@@ -9,7 +9,8 @@ dispatcher, so backward ops are captured the same way.
 
 The first call of an op with a given *signature* -- the op, and for each
 argument its metadata (shape, strides, dtype, device) or value -- runs it on
-fake tensors for the results' metadata and makes an :class:`Entry`: the
+meta tensors (fake tensors where those cannot answer: "first calls on meta
+tensors" below) for the results' metadata and makes an :class:`Entry`: the
 results' specs, which outputs alias inputs, and the instruction as a
 template for the session's C++ instruction stream. Every later call with the
 same signature checks the rules of docs/python.md, makes its results from
@@ -20,6 +21,7 @@ pytree, no protobuf built in Python.
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import torch
@@ -29,25 +31,33 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from ..common.errors import usage
 from ..common.location import user_location, user_frame
-from . import core, devices, modes, tracing
+from . import core, devices, modes, streams, tracing
 from .checks import check_mutate, check_use
-from .core import (HAS_CUDA, Ref, Spec, TensorCore, device_of, fake_mode, intended_device,
-                   make_tensor, new_dtensor)
+from .core import (HAS_CUDA, Ref, Spec, TensorCore, _extent, device_of, fake_mode,
+                   intended_device, new_dtensor)
 from .devices import DEVICE_FROM_INPUT, check_devices, device_mix
 from .streams import Stream, get_active_stream
 from .tracing import sink_for
-from .values import to_value
+from .values import DTYPE_TO_PLAN, to_value
 
 
 class CaptureMode(TorchDispatchMode):
     """Every ATen call inside ``activate`` runs on the active mesh."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        with _handling:
-            return dispatch(func, args, kwargs or {}, modes.active_mesh())
+        # modes.handling() and modes.active_mesh(), inline (every ATen call).
+        t = _thread
+        t.in_handler += 1
+        try:
+            return dispatch(func, args, kwargs or {}, _mesh_stack[-1] if _mesh_stack else None)
+        finally:
+            t.in_handler -= 1
 
 
-_handling = modes.handling()
+_thread = modes._thread
+_mesh_stack = modes._mesh_stack
+_default_dtype = torch.get_default_dtype
+_make_wrapper = torch.Tensor._make_wrapper_subclass
 
 
 @contextlib.contextmanager
@@ -169,11 +179,199 @@ def _name(func: Any) -> Tuple[str, str]:
     return s.name, s.overload_name
 
 
+# -- first calls on meta tensors ----------------------------------------------------------
+#
+# A first call needs the results' shapes, strides and dtypes (and which
+# results are inputs). FakeTensorMode answers with the op's meta kernel plus
+# Python around it -- a mode push, pytree walks, argument normalization,
+# FakeTensor wrappers of every input -- and the fake tensors themselves cost
+# a FakeTensorMode dispatch each to make. Most ops need only the meta kernel:
+# _propagate_meta runs it on plain meta tensors made from the inputs' specs
+# and applies FakeTensor's device rule itself (torch 1.13's
+# fake_tensor.py: the inputs' common device, CPU 0-d tensors deferring to
+# the others; a factory's device argument, CPU by default; ``*_like`` the
+# input's). Whatever it cannot answer the same way -- no meta kernel, an
+# error (a shape error's message is FakeTensor's), inputs on two devices,
+# results that are not meta tensors, the ops FakeTensor treats specially --
+# goes the FakeTensor way, as before.
+
+_META_PLAIN, _META_CONSTRUCTOR, _META_TO_COPY = 1, 2, 3
+_META = torch.device("meta")
+_CPU = torch.device("cpu")
+#: Ops FakeTensorMode implements itself (data-dependent output, special
+#: device rules) and ones whose meta kernels differ: always FakeTensor.
+_FAKE_ONLY = {
+    "aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_",
+    "aten::resize_", "aten::resize_as_",
+    "aten::to", "aten::_sparse_coo_tensor_with_dims_and_tensors", "aten::_list_to_tensor",
+    "aten::nonzero", "aten::masked_select", "aten::unique", "aten::_unique", "aten::_unique2",
+    "aten::unique_dim", "aten::unique_consecutive", "aten::repeat_interleave",
+    "aten::_local_scalar_dense", "aten::item", "aten::equal", "aten::allclose",
+    "aten::set_", "aten::lift", "aten::lift_fresh", "aten::lift_fresh_copy",
+}
+#: Set False to send every first call through FakeTensorMode (tests).
+META_PROPAGATION = True
+#: Ops whose meta run failed where FakeTensorMode answered (no meta kernel):
+#: their first calls go the FakeTensor way at once.
+learned_fake: set = set()
+#: MONARCH_CHECK_META=1: every meta run is checked against FakeTensorMode
+#: (results' metadata, devices, which results are inputs); a difference
+#: raises AssertionError. For tests of the fast path, slow.
+CHECK_META = os.environ.get("MONARCH_CHECK_META", "") not in ("", "0")
+
+
+def _has_tensor_type(t: Any) -> bool:
+    tensor = torch._C.TensorType.get()
+    return t.isSubtypeOf(tensor) or any(_has_tensor_type(e) for e in t.containedTypes())
+
+
+def _meta_kind(info: "OpInfo", schema: Any, func: Any) -> Optional[int]:
+    if info.name in _FAKE_ONLY or info.lift or info.metadata or info.controller_only:
+        return None
+    tags = getattr(func, "tags", ())
+    for tag in ("dynamic_output_shape", "data_dependent_output", "inplace_view"):
+        t = getattr(torch.Tag, tag, None)
+        if t is not None and t in tags:
+            return None
+    if info.name == "aten::_to_copy":
+        return _META_TO_COPY
+    if info.device_from_input:
+        return _META_CONSTRUCTOR
+    has_device = any("Device" in t for t in info.arg_types)
+    if not any(_has_tensor_type(a.type) for a in schema.arguments):
+        if len(schema.returns) == 1 and schema.returns[0].type is torch._C.TensorType.get():
+            return _META_CONSTRUCTOR
+        return None
+    if has_device:  # a device argument of an op FakeTensor has no rule for
+        return None
+    return _META_PLAIN
+
+
+class _NeedFake(Exception):
+    """The meta run cannot give FakeTensor's answer: run FakeTensorMode."""
+
+
+def _meta_of(spec: Spec) -> torch.Tensor:
+    if spec.offset:
+        return torch.empty(spec.offset + _extent(spec.shape, spec.stride), dtype=spec.dtype,
+                           device=_META).as_strided(spec.shape, spec.stride, spec.offset)
+    return torch.empty_strided(spec.shape, spec.stride, dtype=spec.dtype, device=_META)
+
+
+class _MetaArgs:
+    """The meta arguments of one call and the inputs' common device."""
+
+    __slots__ = ("metas", "device", "cpu_zero_dim", "first")
+
+    def __init__(self) -> None:
+        self.metas: Dict[int, torch.Tensor] = {}  # id(distributed tensor) -> its meta
+        self.device: Optional[torch.device] = None
+        self.cpu_zero_dim = False
+        self.first: Optional[torch.device] = None  # the first tensor argument's device
+
+    def merge(self, d: torch.device, zero_dim: bool) -> None:
+        """FakeTensor._find_common_device, one tensor at a time."""
+        if self.first is None:
+            self.first = d
+        czd = zero_dim and d.type == "cpu"
+        if self.device is None:
+            self.device, self.cpu_zero_dim = d, czd
+        elif d == self.device:
+            if self.cpu_zero_dim:
+                self.cpu_zero_dim = czd
+        elif czd:
+            pass
+        elif self.cpu_zero_dim:
+            self.device, self.cpu_zero_dim = d, czd
+        else:  # two devices: FakeTensor's error (or its rules for such ops)
+            raise _NeedFake()
+
+    def conv(self, x: Any) -> Any:
+        if isinstance(x, TensorCore):
+            m = self.metas.get(id(x))
+            if m is None:
+                sp = x._spec
+                m = self.metas[id(x)] = _meta_of(sp)
+                self.merge(sp.fake_device, len(sp.shape) == 0)
+            return m
+        t = type(x)
+        if t is list or t is tuple:
+            return t([self.conv(y) for y in x])
+        if isinstance(x, torch.Tensor):  # a local constant (0-d)
+            if x.layout != torch.strided or x.requires_grad or isinstance(x, FakeTensor):
+                raise _NeedFake()
+            self.merge(x.device, x.dim() == 0)
+            return torch.empty_strided(tuple(x.shape), x.stride(), dtype=x.dtype,
+                                       device=_META)
+        return x
+
+
+def _propagate_meta(func: Any, info: OpInfo, args: Tuple, kwargs: Dict[str, Any],
+                    dts: List[TensorCore]) -> Tuple[Any, torch.device, Dict[int, int]]:
+    """The op run on meta tensors: its output tree (meta tensors), the device
+    FakeTensor would give its new results, and id(meta input) -> index in
+    ``dts`` (results that are inputs). Raises _NeedFake."""
+    ma = _MetaArgs()
+    margs = [ma.conv(a) for a in args]
+    mkwargs = {k: ma.conv(v) for k, v in kwargs.items()} if kwargs else {}
+    kind = info.meta
+    if kind == _META_PLAIN:
+        if ma.device is None:
+            raise _NeedFake()
+        out_device = ma.device
+    else:
+        pos, kwarg_only = info.device_arg if info.device_arg is not None else (-1, True)
+        if pos >= 0 and not kwarg_only and pos < len(margs):
+            asked, margs[pos] = margs[pos], _META
+        elif kind == _META_TO_COPY:
+            asked = mkwargs.pop("device", None)
+        else:
+            asked = mkwargs.get("device")
+            if pos >= 0:
+                mkwargs["device"] = _META
+            elif kind == _META_CONSTRUCTOR and not info.device_from_input:
+                raise _NeedFake()  # a factory without a device argument
+        if asked is not None and not isinstance(asked, torch.device):
+            raise _NeedFake()
+        if kind == _META_CONSTRUCTOR and not info.device_from_input:
+            default = _CPU
+        else:  # *_like, _to_copy: the input's device
+            if ma.first is None:
+                raise _NeedFake()
+            default = ma.first
+        out_device = asked if asked is not None else default
+    guard = torch._C._DisableTorchDispatch()  # no mode sees the meta run
+    try:
+        out = func(*margs, **mkwargs)
+    except Exception:
+        raise _NeedFake() from None
+    finally:
+        del guard
+    _check_meta_out(out)
+    # The instruction names distributed tensors in signature order (dts):
+    # map each meta input to its position there.
+    metas = ma.metas
+    if len(metas) != len({id(t) for t in dts}):  # a walk that missed a tensor: a bug
+        raise AssertionError(f"{info.what}: {len(metas)} meta inputs for {len(dts)} tensors")
+    return out, out_device, {id(metas[id(t)]): k for k, t in enumerate(dts)}
+
+
+def _check_meta_out(o: Any) -> None:
+    """Every tensor of the output is a plain meta tensor."""
+    if isinstance(o, torch.Tensor):
+        if type(o) is not torch.Tensor or not o.is_meta:
+            raise _NeedFake()
+    elif isinstance(o, (tuple, list)):
+        for x in o:
+            _check_meta_out(x)
+
+
 class OpInfo:
     """What dispatch needs of an op's schema, computed once per op."""
 
     __slots__ = ("name", "overload", "what", "arg_types", "arg_names", "written",
-                 "metadata", "lift", "device_from_input", "returns_tensor", "controller_only")
+                 "metadata", "lift", "device_from_input", "returns_tensor", "controller_only",
+                 "meta", "device_arg")
 
     def __init__(self, func: Any):
         schema = func._schema
@@ -192,6 +390,14 @@ class OpInfo:
         #: The profiler's record_function markers (torch.optim wraps every
         #: step in one): bookkeeping of the controller, never a mesh op.
         self.controller_only = self.name.startswith("profiler::")
+        #: How a first call propagates metadata: _META_PLAIN (the meta
+        #: kernel, results on the inputs' device), _META_CONSTRUCTOR (a
+        #: factory or ``*_like``: the meta kernel, results on the device
+        #: asked for), _META_TO_COPY, or None (FakeTensor: see _meta_kind).
+        self.meta = _meta_kind(self, schema, func)
+        #: (position, kwarg-only) of the ``device`` argument, or None.
+        self.device_arg = next(((i, a.kwarg_only) for i, a in enumerate(schema.arguments)
+                                if a.name == "device"), None)
 
 
 def op_info(func: Any) -> OpInfo:
@@ -320,8 +526,19 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
     if info.controller_only:
         with modes.local():
             return func(*args, **kwargs)
+    dts: List[TensorCore] = []
     try:
-        sig, dts = signature(args, kwargs)
+        # signature(args, kwargs), with distributed tensors inline
+        keys = []
+        for a in args:
+            if isinstance(a, TensorCore):
+                dts.append(a)
+                keys.append(a._spec)
+            else:
+                keys.append(_sig(a, dts))
+        sig: Any = tuple(keys)
+        if kwargs:
+            sig = (sig, tuple([(k, _sig(v, dts)) for k, v in kwargs.items()]))
     except _Uncacheable:
         sig = None
         dts = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, TensorCore)]
@@ -329,11 +546,12 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
         if not dts:
             return func(*args, **kwargs)
         mesh = dts[0]._mesh
-    if tracing._current is not None:
-        tracing.check_recorded(mesh._session)
+    session = mesh._session
+    if tracing._current is not None and session.recording is None:
+        tracing.check_recorded(session)
     if info.lift or sig is None:
         return _dispatch_slow(func, info, args, kwargs, mesh)
-    key = (info, sig, torch.get_default_dtype(), devices.device_override)
+    key = (info, sig, _default_dtype(), devices.device_override)
     entry = _cache.get(key)
     if info.metadata:
         if entry is None:
@@ -342,7 +560,7 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
             _remember(key, entry)
         value = entry.metadata_value
         return list(value) if isinstance(value, list) else value
-    stream = get_active_stream()
+    stream = streams._active  # get_active_stream(), inline
     what = info.what
     for t in dts:
         # The common case inline: no borrow, same mesh object, same stream.
@@ -352,7 +570,6 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
     if info.written:
         for t in _written(info, args, kwargs):
             check_mutate(t, what)
-    session = mesh._session
     if session.dead is not None:  # a stopped mesh, a dead worker: nothing runs
         raise session.dead
     if entry is None:
@@ -361,8 +578,12 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
         if entry is None:  # an output the cache cannot describe
             return _dispatch_slow(func, info, args, kwargs, mesh, checked=True)
         _remember(key, entry)
-    mesh_id = session.mesh_id_of(mesh)
-    stream_id = session.stream_id(stream.ir_name)
+    mesh_id = mesh.__dict__.get("_tensor_mesh_id")  # session.mesh_id_of, inline
+    if mesh_id is None:
+        mesh_id = session.mesh_id_of(mesh)
+    stream_id = session.stream_ids.get(stream.ir_name)
+    if stream_id is None:
+        stream_id = session.stream_id(stream.ir_name)
     # Results from the specs; inputs that are outputs (in-place, out=) stay.
     objs: List[Any] = []
     refs: List[int] = []
@@ -371,7 +592,16 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
     for kind, index in entry.outputs:
         if kind == _NEW:
             ref = Ref.fresh(session, mesh, stream, mesh_id, stream_id)
-            objs.append(make_tensor(cls, specs[index], mesh, ref))
+            # core.make_tensor(cls, sp, mesh, ref), inline (keep the two in step)
+            sp = specs[index]
+            r = _make_wrapper(cls, sp.shape, strides=sp.stride, storage_offset=sp.offset,
+                              dtype=sp.dtype, device=sp.fake_device, requires_grad=False)
+            r._spec = sp
+            r._ref = ref
+            r._mesh = mesh
+            r._device = sp.device
+            r._fake_tensor = None
+            objs.append(r)
             refs.append(ref.id)
         elif kind == _ALIAS:
             t = dts[index]
@@ -399,7 +629,10 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
                           tuple([t._ref.id for t in dts]), tuple(refs))
         except RuntimeError as e:
             raise session.unreachable(e) from None
-    return _assemble(entry.structure, objs)
+    structure = entry.structure
+    if structure[0] == "out":  # one result
+        return objs[structure[1]]
+    return _assemble(structure, objs)
 
 
 def _remember(key: Any, entry: Entry) -> None:
@@ -419,22 +652,26 @@ def _written(info: OpInfo, args: Tuple, kwargs: Dict[str, Any]) -> List[TensorCo
     return out
 
 
-def _propagate(func: Any, info: OpInfo, args: Tuple, kwargs: Dict[str, Any],
-               dts: List[TensorCore]) -> Tuple[Any, Optional[torch.device]]:
-    """Runs the op on fake tensors: its output tree and the device its new
-    results have on the workers (when it differs from the fakes')."""
-    fake_args, fake_kwargs = tree_map(to_fake, (args, kwargs))
-    if info.name == "aten::arange" and fake_kwargs.get("dtype") is None:
+def _fixed_kwargs(info: OpInfo, args: Tuple, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """The keyword arguments the op is propagated with."""
+    if info.name == "aten::arange" and kwargs.get("dtype") is None:
         # torch 1.13's meta arange infers int64 from float bounds; CPU does not.
-        if any(isinstance(a, float) for a in fake_args):
-            fake_kwargs["dtype"] = torch.get_default_dtype()
+        if any(isinstance(a, float) for a in args):
+            return {**kwargs, "dtype": torch.get_default_dtype()}
+    return kwargs
+
+
+def _run_fake(func: Any, info: OpInfo, args: Tuple, kwargs: Dict[str, Any],
+              dts: List[TensorCore]) -> Any:
+    """The op run on fake tensors: its output tree."""
+    fake_args, fake_kwargs = tree_map(to_fake, (args, kwargs))
+    fake_kwargs = _fixed_kwargs(info, fake_args, fake_kwargs)
     try:
         if info.lift:
             # torch.tensor(data) inside activate: the data is a constant.
-            out = fake_mode.from_tensor(args[0])
-        else:
-            with fake_mode:
-                out = func(*fake_args, **fake_kwargs)
+            return fake_mode.from_tensor(args[0])
+        with fake_mode:
+            return func(*fake_args, **fake_kwargs)
     except Exception as e:  # shape errors and friends: raise at the call site
         text = str(e)
         if "found two different devices" in text:  # FakeTensor's wording of a mix
@@ -444,17 +681,41 @@ def _propagate(func: Any, info: OpInfo, args: Tuple, kwargs: Dict[str, Any],
         if type(e) in (RuntimeError, ValueError, TypeError, IndexError):
             raise type(e)(text) from None
         raise
-    from_input = next((d for d in map(intended_device, dts) if d is not None), None)
+
+
+def _result_device(info: OpInfo, args: Tuple, kwargs: Dict[str, Any],
+                   dts: List[TensorCore]) -> Optional[torch.device]:
+    """The device the op's new results have on the workers when it differs
+    from their fakes' (None: the same)."""
     if devices.device_override is not None:
-        result_device: Optional[torch.device] = devices.device_override
-    else:
-        flat = tree_flatten((args, kwargs))[0]
-        explicit = next((x for x in flat if isinstance(x, torch.device)), None)
-        if explicit is not None and not (info.device_from_input and explicit.type == "cpu"):
-            result_device = explicit if explicit.type != "cpu" else None
-        else:
-            result_device = from_input
-    return out, result_device
+        return devices.device_override
+    explicit = _explicit_device(args)
+    if explicit is None and kwargs:
+        explicit = _explicit_device(kwargs.values())
+    if explicit is not None and not (info.device_from_input and explicit.type == "cpu"):
+        return explicit if explicit.type != "cpu" else None
+    return next((d for d in map(intended_device, dts) if d is not None), None)
+
+
+def _explicit_device(values: Any) -> Optional[torch.device]:
+    """The first torch.device among ``values`` (lists and tuples searched),
+    as tree_flatten would find it."""
+    for x in values:
+        if isinstance(x, torch.device):
+            return x
+        if type(x) is list or type(x) is tuple:
+            d = _explicit_device(x)
+            if d is not None:
+                return d
+    return None
+
+
+def _propagate(func: Any, info: OpInfo, args: Tuple, kwargs: Dict[str, Any],
+               dts: List[TensorCore]) -> Tuple[Any, Optional[torch.device]]:
+    """Runs the op on fake tensors: its output tree and the device its new
+    results have on the workers (when it differs from the fakes')."""
+    out = _run_fake(func, info, args, kwargs, dts)
+    return out, _result_device(info, args, kwargs, dts)
 
 
 def _sent_args(info: OpInfo, schema: Any, args: Tuple, kwargs: Dict[str, Any],
@@ -487,29 +748,48 @@ def _check_out(info: OpInfo, out: Any) -> None:
 def _first_call(func: Any, info: OpInfo, args: Tuple, kwargs: Dict[str, Any],
                 dts: List[TensorCore], mesh: Any) -> Optional[Entry]:
     """The entry of a signature not seen before (None: not cacheable)."""
-    out, result_device = _propagate(func, info, args, kwargs, dts)
+    fake_device: Optional[torch.device] = None  # of new results: meta runs only
+    if info.meta is not None and META_PROPAGATION and info not in learned_fake:
+        try:
+            out, fake_device, by_input = _propagate_meta(
+                func, info, args, _fixed_kwargs(info, args, kwargs), dts)
+        except _NeedFake:
+            fake_device = None
+        if CHECK_META and fake_device is not None:
+            _check_against_fake(func, info, args, kwargs, dts, out, fake_device, by_input)
+    if fake_device is None:
+        out = _run_fake(func, info, args, kwargs, dts)
+        by_input = {id(t._fake): k for k, t in enumerate(dts)}
+        if info.meta is not None and META_PROPAGATION:
+            # FakeTensor answered where the meta run could not (no meta
+            # kernel, most often): this op takes the FakeTensor way from now on.
+            learned_fake.add(info)
+    result_device = _result_device(info, args, kwargs, dts)
     _check_out(info, out)
     entry = Entry()
-    by_fake = {id(t._fake): k for k, t in enumerate(dts)}
     try:
         undefined_ok = list(info.returns_tensor)
         if out is None and len(undefined_ok) == 1 and undefined_ok[0]:
             entry.outputs.append((_UNDEFINED, -1))
             entry.structure = ("undefined", 0)
         else:
-            entry.structure = _build(out, entry, by_fake, undefined_ok, True)
+            entry.structure = _build(out, entry, by_input, undefined_ok, True)
     except _Uncacheable:
         return None
-    fakes = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
-    new_fakes = iter(f for f in fakes if id(f) not in by_fake)
-    for i, (kind, index) in enumerate(entry.outputs):
-        if kind == _NEW:
-            f = next(new_fakes)
-            if not isinstance(f, FakeTensor):
-                f = fake_mode.from_tensor(f)
-            entry.specs[index] = Spec.of(f, result_device)
-    from .values import DTYPE_TO_PLAN
-
+    if entry.specs:
+        tensors = [o for o in tree_flatten(out)[0] if isinstance(o, torch.Tensor)]
+        new = iter(f for f in tensors if id(f) not in by_input)
+        for kind, index in entry.outputs:
+            if kind == _NEW:
+                f = next(new)
+                if fake_device is not None:  # a meta tensor
+                    entry.specs[index] = Spec.get(tuple(f.shape), tuple(f.stride()),
+                                                  f.storage_offset(), f.dtype, fake_device,
+                                                  result_device)
+                    continue
+                if not isinstance(f, FakeTensor):
+                    f = fake_mode.from_tensor(f)
+                entry.specs[index] = Spec.of(f, result_device)
     for kind, index in entry.outputs:
         if kind == _NEW:
             sp = entry.specs[index]
@@ -521,6 +801,30 @@ def _first_call(func: Any, info: OpInfo, args: Tuple, kwargs: Dict[str, Any],
             entry.result_types.append((int(DTYPE_TO_PLAN[torch.float32]), [0]))
     entry.call_op = _template(func, info, args, kwargs, dts, len(entry.outputs))
     return entry
+
+
+def _described(out: Any, device: Optional[torch.device], by_input: Dict[int, int]) -> Any:
+    """An output tree as metadata (CHECK_META)."""
+    if isinstance(out, torch.Tensor):
+        k = by_input.get(id(out))
+        if k is not None:
+            return ("input", k)
+        return (tuple(out.shape), tuple(out.stride()), out.storage_offset(), out.dtype,
+                device if device is not None else out.device)
+    if isinstance(out, (tuple, list)):
+        return (type(out), [_described(o, device, by_input) for o in out])
+    return out
+
+
+def _check_against_fake(func: Any, info: OpInfo, args: Tuple, kwargs: Dict[str, Any],
+                        dts: List[TensorCore], out: Any, fake_device: torch.device,
+                        by_input: Dict[int, int]) -> None:
+    fake_out = _run_fake(func, info, args, kwargs, dts)
+    by_fake = {id(t._fake): k for k, t in enumerate(dts)}
+    got = _described(out, fake_device, by_input)
+    want = _described(fake_out, None, by_fake)
+    if got != want:
+        raise AssertionError(f"{info.what}: the meta run gives {got}, FakeTensor {want}")
 
 
 def _template(func: Any, info: OpInfo, args: Tuple, kwargs: Dict[str, Any],

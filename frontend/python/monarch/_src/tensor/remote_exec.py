@@ -20,8 +20,6 @@ from typing import Any, Callable, Dict, List, Tuple
 
 import torch
 
-from ..actor import worker
-from ..actor.actor import endpoint_function
 
 PREFIX = "python:"
 META_PREFIX = "python-meta:"
@@ -95,6 +93,9 @@ def call_actor(mesh: str, endpoint: str, args: List[Any]) -> List[torch.Tensor]:
     stream thread); the tensors returned become the results' shards."""
     meta = endpoint.startswith(META_PREFIX)
     name = endpoint[len(META_PREFIX):] if meta else endpoint
+    from ..actor import worker  # the actor runtime: not imported to trace
+    from ..actor.actor import endpoint_function
+
     instance = worker.local_actor(mesh)
     out = worker.run_in(instance, endpoint_function(type(instance), name), *args)
     single, tensors = flatten(out, f"endpoint {mesh}.{name}")
