@@ -34,7 +34,7 @@ from ..common.location import user_location, user_frame
 from . import core, devices, modes, streams, tracing
 from .checks import check_mutate, check_use
 from .core import (HAS_CUDA, Ref, Spec, TensorCore, _extent, device_of, fake_mode,
-                   intended_device, new_dtensor)
+                   intended_device, make_tensor, new_dtensor)
 from .devices import DEVICE_FROM_INPUT, check_devices, device_mix
 from .streams import Stream, get_active_stream
 from .tracing import sink_for
@@ -57,7 +57,6 @@ class CaptureMode(TorchDispatchMode):
 _thread = modes._thread
 _mesh_stack = modes._mesh_stack
 _default_dtype = torch.get_default_dtype
-_make_wrapper = torch.Tensor._make_wrapper_subclass
 
 
 @contextlib.contextmanager
@@ -592,16 +591,7 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
     for kind, index in entry.outputs:
         if kind == _NEW:
             ref = Ref.fresh(session, mesh, stream, mesh_id, stream_id)
-            # core.make_tensor(cls, sp, mesh, ref), inline (keep the two in step)
-            sp = specs[index]
-            r = _make_wrapper(cls, sp.shape, strides=sp.stride, storage_offset=sp.offset,
-                              dtype=sp.dtype, device=sp.fake_device, requires_grad=False)
-            r._spec = sp
-            r._ref = ref
-            r._mesh = mesh
-            r._device = sp.device
-            r._fake_tensor = None
-            objs.append(r)
+            objs.append(make_tensor(cls, specs[index], mesh, ref))
             refs.append(ref.id)
         elif kind == _ALIAS:
             t = dts[index]
