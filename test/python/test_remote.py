@@ -166,10 +166,60 @@ def test_remote_exception_is_reported_at_the_use(mesh, device):
 
 
 def test_remote_rejects_bad_propagate():
+    with pytest.raises(ValueError, match="'mocked' is not supported"):
+        monarch.remote(_scaled_matmul, propagate="mocked")
     with pytest.raises(ValueError, match="propagate"):
-        monarch.remote(_scaled_matmul, propagate="inspect")
+        monarch.remote(_scaled_matmul, propagate="guess")
     with pytest.raises(TypeError, match="propagate"):
         monarch.remote(_scaled_matmul, propagate=3)
+
+
+def _bump(x):
+    x.add_(10)
+
+
+def test_remote_by_import_path(mesh, device):
+    """Monarch's remote("pkg.module.fn"): the workers import the function; a
+    torch path is looked up from torch; propagate None means "cached"."""
+    by_path = monarch.remote("test_remote._scaled_matmul", propagate=lambda x, w, s: x @ w)
+    assert by_path.name == matmul.name  # the same function, by module and name
+    relu = monarch.remote("torch.nn.functional.relu")
+    assert relu.name == "python:torch:nn.functional.relu"
+    with mesh.activate():
+        x = torch.ones(2, 3, device=device) * (mesh.rank("gpu") - 1)  # -1 on gpu 0, 0 on 1
+        y = by_path(x, torch.ones(3, 1, device=device), 2.0)
+        r = relu(x + 0.5)
+        assert tuple(r.shape) == (2, 3) and len(relu._cached) == 1
+    assert monarch.inspect(y, gpu=0).tolist() == [[-6.0], [-6.0]]
+    assert monarch.inspect(r, gpu=0).tolist() == [[0.0] * 3] * 2
+    assert monarch.inspect(r, gpu=1).tolist() == [[0.5] * 3] * 2
+    _fetch_on(r, device, gpu=1)
+
+
+def test_remote_inspect_runs_for_its_effects(mesh, device):
+    bump = monarch.remote("test_remote._bump", propagate="inspect")
+    with mesh.activate():
+        x = torch.zeros(2, device=device) + mesh.rank("gpu")
+        assert bump(x) is None
+        y = x * 2
+    assert monarch.inspect(y, gpu=1).tolist() == [22.0, 22.0]
+
+
+def test_remote_path_that_does_not_import():
+    with pytest.raises(ValueError, match="import path"):
+        monarch.remote("nodots")
+    missing = monarch.remote("no_such_package_here.fn", propagate=lambda x: x)
+    assert missing.name == "python:no_such_package_here:fn"
+    with pytest.raises(RuntimeError, match="does not import in the controller"):
+        missing(torch.ones(1))  # nothing distributed: an ordinary call, here
+
+
+def test_remote_path_that_does_not_import_on_the_workers(mesh, device):
+    missing = monarch.remote("no_such_package_here.fn", propagate=lambda x: x)
+    with mesh.activate():
+        y = missing(torch.ones(2, device=device))
+        with pytest.raises(RemoteException, match="no_such_package_here"):
+            monarch.inspect(y, gpu=0)
 
 
 def test_lambdas_and_local_functions_travel_by_value(mesh, device):

@@ -15,7 +15,13 @@ shapes come from ``propagate`` --
 * a callable: run on fake tensors (``FakeTensorMode``) with the arguments;
 * ``"cached"``: the first call runs the function once on the first rank of
   the mesh and fetches its result metadata; later calls reuse it;
+* ``"inspect"``: the function returns nothing (it runs for its effects);
 * None (default): the function itself, run on fake tensors.
+
+As in Monarch, the function may also be named by its import path,
+``remote("pkg.module.fn", propagate=...)``: each worker imports it (a
+``torch.`` path is looked up attribute by attribute from ``torch``), and the
+controller need not have it (propagate None then means ``"cached"``).
 """
 
 from __future__ import annotations
@@ -41,21 +47,60 @@ from .tracing import sink_for
 Propagate = Union[None, str, Callable[..., Any]]
 
 
+_PROPAGATE_WORDS = ("cached", "inspect")
+
+
+def _by_path(path: str) -> Tuple[str, Callable[..., Any]]:
+    """The call_function name of ``remote("pkg.module.fn")`` and what the
+    controller calls for it: the function if it imports here, else a stand-in
+    that says it does not (the workers import it)."""
+    parts = path.split(".")
+    if len(parts) < 2 or not all(p.isidentifier() for p in parts):
+        raise ValueError(f"remote takes a function or its import path 'pkg.module.fn', "
+                         f"got {path!r}")
+    module, qualname = ("torch", ".".join(parts[1:])) if parts[0] == "torch" else (
+        ".".join(parts[:-1]), parts[-1])
+    name = f"{remote_exec.PREFIX}{module}:{qualname}"
+    try:
+        return name, remote_exec.resolve(name)
+    except (ImportError, AttributeError):
+        pass
+
+    def unresolved(*args: Any) -> Any:
+        raise RuntimeError(f"remote function {path!r} does not import in the controller; it "
+                           "runs only on the workers, with distributed tensors or under "
+                           "mesh.activate()")
+
+    unresolved.__qualname__ = unresolved.__name__ = qualname
+    unresolved.__module__ = module
+    return name, unresolved
+
+
 class Remote:
     """A function callable on distributed tensors (see module docstring)."""
 
-    def __init__(self, fn: Callable[..., Any], propagate: Propagate = None):
-        if not callable(fn):
-            raise TypeError(f"remote takes a function, got {fn!r}")
-        if isinstance(propagate, str) and propagate != "cached":
-            raise ValueError(f"propagate must be a callable, 'cached' or None, not {propagate!r}")
+    def __init__(self, fn: Union[str, Callable[..., Any]], propagate: Propagate = None):
+        if isinstance(propagate, str) and propagate not in _PROPAGATE_WORDS:
+            raise ValueError(f"propagate must be a callable, 'cached', 'inspect' or None, not "
+                             f"{propagate!r}" + (" (Monarch's 'mocked' is not supported)"
+                                                 if propagate == "mocked" else ""))
         if propagate is not None and not isinstance(propagate, str) and not callable(propagate):
-            raise TypeError(f"propagate must be a callable, 'cached' or None, not {propagate!r}")
+            raise TypeError(f"propagate must be a callable, 'cached', 'inspect' or None, not "
+                            f"{propagate!r}")
+        self._identity: Optional[Tuple[str, bytes]] = None
+        if isinstance(fn, str):
+            name, fn = _by_path(fn)
+            self._identity = (name, b"")
+            if propagate is None:
+                propagate = "cached"
+        if not callable(fn):
+            raise TypeError(f"remote takes a function or its import path, got {fn!r}")
+        if propagate == "inspect":
+            propagate = _returns_nothing
         qualname = getattr(fn, "__qualname__", "") or getattr(fn, "__name__", "fn")
         self._fn = fn
         self._propagate = propagate
         self._qualname = qualname
-        self._identity: Optional[Tuple[str, bytes]] = None
         self._cached = CachedMeta(lambda sink, a, results, mesh, stream, loc: sink.call_function(
             remote_exec.META_PREFIX + self.name[len(remote_exec.PREFIX):], a, results, mesh,
             stream, loc, self.definition))
@@ -103,6 +148,11 @@ class Remote:
 
 
 Meta = Tuple[bool, List[Tuple[torch.dtype, Tuple[int, ...], torch.device]]]
+
+
+def _returns_nothing(*args: Any, **kwargs: Any) -> None:
+    """propagate="inspect": the function has no results."""
+    return None
 
 
 class CachedMeta:
@@ -232,11 +282,15 @@ def call_distributed(what: str, fn: Callable[..., Any], propagate: Propagate,
             results.append(new_dtensor(fake, mesh, stream,
                                        device if device != fake_device else None))
         emit(sink, list(args), results, mesh, stream, loc)
+    if not single and not results:
+        return None  # a function run for its effects
     return results[0] if single else tuple(results)
 
 
-def remote(fn: Optional[Callable[..., Any]] = None, *, propagate: Propagate = None) -> Any:
-    """``remote(fn, propagate=...)`` or ``@remote(propagate=...)``."""
+def remote(fn: Union[None, str, Callable[..., Any]] = None, *,
+           propagate: Propagate = None) -> Any:
+    """``remote(fn, propagate=...)``, ``remote("pkg.module.fn", propagate=...)``
+    or ``@remote(propagate=...)``."""
     if fn is None:
         return lambda f: Remote(f, propagate)
     return Remote(fn, propagate)

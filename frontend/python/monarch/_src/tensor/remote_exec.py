@@ -59,12 +59,14 @@ def resolve(name: str, definition: bytes = b"") -> Callable[..., Any]:
 
 
 def flatten(out: Any, what: str) -> Tuple[bool, List[torch.Tensor]]:
+    if out is None:  # run for its effects (Monarch's propagate="inspect")
+        return False, []
     if isinstance(out, torch.Tensor):
         return True, [out]
     if isinstance(out, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in out):
         return False, list(out)
-    raise TypeError(f"remote function {what} must return a tensor or a tuple/list of "
-                    f"tensors, not {type(out).__name__}")
+    raise TypeError(f"remote function {what} must return a tensor, a tuple/list of "
+                    f"tensors or None, not {type(out).__name__}")
 
 
 def encode_meta(single: bool, tensors: List[torch.Tensor]) -> torch.Tensor:
