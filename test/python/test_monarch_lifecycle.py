@@ -536,3 +536,56 @@ def test_monarch_style_script_runs(tmp_path):
     assert "rallies 10 5 5" in out.stdout
     assert "stopped" in out.stdout
     assert "monarch error" not in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+_SHUTDOWN_SCRIPT = textwrap.dedent('''
+    import os
+
+    from monarch.actor import Actor, endpoint, shutdown_context, this_host, this_proc
+
+
+    class Pid(Actor):
+        @endpoint
+        def pid(self):
+            return os.getpid()
+
+
+    def gone(pid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().split(")")[-1].split()[0] == "Z"  # ended, not yet reaped
+        except FileNotFoundError:
+            return True
+
+
+    meshes = [this_host().spawn_procs({"gpu": 2}), this_host().spawn_procs({"gpu": 1})]
+    actors = [m.spawn(f"a{i}", Pid) for i, m in enumerate(meshes)]
+    actors.append(this_proc().spawn("mine", Pid))
+    pids = [p for a in actors for p in a.pid.call().get().values()]
+    print("running", sum(not gone(p) for p in pids), "of", len(pids))
+    done = shutdown_context()
+    print("result", done.get(timeout=60))
+    import time
+    deadline = time.monotonic() + 30
+    while not all(gone(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    print("left", sum(not gone(p) for p in pids))
+    print("again", shutdown_context().get(timeout=5))
+    print("respawned", this_proc().spawn("later", Pid).pid.call_one().get() not in pids)
+''')
+
+
+def test_shutdown_context_ends_every_proc_the_program_started(tmp_path):
+    """Monarch's shutdown_context(): a Future that completes once every proc
+    mesh the program spawned (this_proc's too) has ended; a second call with
+    nothing running completes at once; spawning works again after it."""
+    script = tmp_path / "shutdown.py"
+    script.write_text(_SHUTDOWN_SCRIPT)
+    out = run_script(script)
+    assert out.returncode == 0, out.stderr[-4000:]
+    assert "running 4 of 4" in out.stdout, out.stdout
+    assert "result None" in out.stdout
+    assert "left 0" in out.stdout, out.stdout
+    assert "again None" in out.stdout
+    assert "respawned True" in out.stdout
+    assert "Traceback" not in out.stderr, out.stderr

@@ -18,6 +18,7 @@ from .._src.actor.local_hosts import hosts_from_config
 from .._src.actor.ports import Channel, Port, PortReceiver, RankedPortReceiver, send
 from .._src.actor.proc_mesh import ProcMesh
 from .._src.actor.shape import Extent, Point
+from .._src.actor.shutdown import shutdown_context
 from .._src.actor.supervision import SupervisionEvent, report_unhandled
 from .._src.actor.value_mesh import ValueMesh
 from .._src.common.errors import ActorError, SupervisionError
@@ -64,6 +65,7 @@ __all__ = [
     "endpoint",
     "hosts_from_config",
     "send",
+    "shutdown_context",
     "slurm_hosts",
     "this_host",
     "this_proc",

@@ -59,6 +59,25 @@ def hosts_from_config(name: str) -> HostMesh:
     return attach_hosts(addrs, secret_file=secret_file)
 
 
+def stop_agents(timeout_s: float = 10.0) -> None:
+    """Ends the stand-in agents this process started (shutdown_context):
+    SIGTERM, then SIGKILL for one still there after ``timeout_s``."""
+    with _lock:
+        agents = list(_agents)
+        _agents.clear()
+    for proc in agents:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in agents:
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
 def _die_with_parent() -> None:  # in the child, before exec
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: monarch-host cleans up on it

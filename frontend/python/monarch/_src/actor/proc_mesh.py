@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import numbers
+import weakref
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ..common.future import Future
@@ -296,4 +297,18 @@ def spawn_procs(
     session = engine().start_session(shape, backend=backend, memory_cap=memory_cap,
                                      timeout_ms=timeout_ms, tensor_worker=tensor_worker,
                                      hosts=hosts[1] if hosts else None)
-    return ProcMesh(Root(shape, session), view)
+    mesh = ProcMesh(Root(shape, session), view)
+    _spawned.append(weakref.ref(mesh))
+    return mesh
+
+
+#: The root meshes spawn_procs made, oldest first (shutdown_context stops the
+#: live ones, newest first); dead references are dropped as new ones come.
+_spawned: List["weakref.ref[ProcMesh]"] = []
+
+
+def live_meshes() -> List[ProcMesh]:
+    """The root proc meshes this process spawned that are not stopped,
+    newest first."""
+    _spawned[:] = [r for r in _spawned if (m := r()) is not None and not m._root.stopped]
+    return [m for m in (r() for r in reversed(_spawned)) if m is not None]
