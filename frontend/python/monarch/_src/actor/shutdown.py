@@ -3,8 +3,7 @@
 
 Stops every proc mesh this process spawned that is still running (newest
 first: an actor holding a reference to an older mesh goes before it), the
-``this_proc()`` mesh among them, and the local ``monarch-host`` agents that
-``hosts_from_config`` started to stand in for hosts. The returned Future is
+``this_proc()`` mesh among them. The returned Future is
 completed when all of them have ended (failed with the first error if a stop
 failed). Calling it again stops only what was spawned since: with nothing
 running it is a completed Future at once, as Monarch's second call is. Meshes
@@ -16,7 +15,7 @@ from __future__ import annotations
 from typing import List
 
 from ..common.future import Future
-from . import local_hosts, proc_mesh
+from . import proc_mesh
 
 
 def shutdown_context() -> "Future[None]":
@@ -26,8 +25,4 @@ def shutdown_context() -> "Future[None]":
             mesh.stop().get()
         except Exception as e:  # noqa: BLE001 - the others still stop
             errors.append(e)
-    try:
-        local_hosts.stop_agents()
-    except Exception as e:  # noqa: BLE001
-        errors.append(e)
     return Future.failed(errors[0]) if errors else Future.ready(None)
