@@ -396,6 +396,13 @@ class Probe(Actor):
     def plain(self, x: int) -> int:
         return 100 * x + current_rank().rank
 
+    def plain_to_port(self, port, x: int) -> None:
+        """Not an endpoint: as_endpoint(..., explicit_response_port=True)."""
+        port.send(1000 * x + current_rank().rank)
+
+    def plain_silent(self, port) -> None:
+        pass
+
     @concurrent_endpoint
     async def later(self, x: int) -> int:
         await asyncio.sleep(0.01)
@@ -534,10 +541,30 @@ def test_as_endpoint_calls_a_plain_method(probes):
     assert sorted(f.get(timeout=30) for f in as_endpoint(probes.plain).stream(0)) == [0, 1, 2, 3]
     with pytest.raises(ValueError, match="not an @endpoint"):
         as_endpoint(probes.value)
-    with pytest.raises(NotImplementedError, match="Port"):
-        as_endpoint(probes.plain, explicit_response_port=True)
     with pytest.raises(AttributeError, match="no endpoint 'missing'"):
         probes.missing
+
+
+@needs_actors
+def test_as_endpoint_with_an_explicit_response_port(probes):
+    from monarch.actor import Channel, send
+
+    ep = as_endpoint(probes.plain_to_port, explicit_response_port=True)
+    assert ep.call(2).get(timeout=30).values() == [2000, 2001, 2002, 2003]
+    assert as_endpoint(probes.slice(host=1, gpu=1).plain_to_port,
+                       explicit_response_port=True).call_one(5).get(timeout=30) == 5000
+    # Through send(): the method gets the channel's port and sends on it.
+    port, received = Channel.open_ranked()
+    send(ep, (7,), {}, port=port)
+    got = sorted(received.recv().get(timeout=30) for _ in range(4))
+    assert got == [(r, 7000 + r) for r in range(4)]
+    # Without the flag the method gets no port: its first argument is x.
+    with pytest.raises(Exception, match="plain_to_port"):
+        as_endpoint(probes.slice(host=0, gpu=0).plain_to_port).call_one(1).get(timeout=30)
+    # A method that returns without sending fails the call with a clear error.
+    silent = as_endpoint(probes.slice(host=0, gpu=0).plain_silent, explicit_response_port=True)
+    with pytest.raises(Exception, match="returned without sending on its port"):
+        silent.call_one().get(timeout=30)
 
 
 @needs_actors

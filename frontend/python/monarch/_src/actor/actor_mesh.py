@@ -33,6 +33,7 @@ from .value_mesh import ValueMesh
 FLAG_NO_REPLY = 1  # kept in step with worker.py
 FLAG_TO_PORT = 2  # the frames carry a Port for the result (ports.send)
 FLAG_SLICED = 4  # the frames end with the slice the message went to (message_rank)
+FLAG_PORT_ARG = 8  # the method takes a Port first (as_endpoint(..., explicit_response_port=True))
 
 _WHERE = re.compile(r"^([^\[\s]+)\[(\d+)\]")
 # A call to a rank already known to have failed (ActorMeshState::checkRanks).

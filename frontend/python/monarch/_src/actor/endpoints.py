@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, Generic, Optional, TypeVar
+from typing import Any, Callable, Dict, Generic, List, Optional, Tuple, TypeVar
 
 from ..common.future import Future, gather
 from .actor import EndpointProperty, NotAnEndpoint, endpoint
-from .actor_mesh import Endpoint
+from .actor_mesh import FLAG_PORT_ARG, Endpoint
 
 __all__ = ["Accumulator", "as_endpoint", "concurrent_endpoint"]
 
@@ -42,7 +42,10 @@ class Accumulator(Generic[A, R]):
 
 class _MethodEndpoint(Endpoint):
     """``as_endpoint(mesh.method)``: the adverbs of a method not marked
-    ``@endpoint``; ``rref`` shapes its results with the ``propagate`` given."""
+    ``@endpoint``; ``rref`` shapes its results with the ``propagate`` given.
+    With ``explicit_response_port=True`` every message says so
+    (``FLAG_PORT_ARG``): the actor hands the method a Port after ``self``, as
+    for ``@endpoint(explicit_response_port=True)``."""
 
     def __init__(self, mesh: Any, name: str, prop: EndpointProperty):
         super().__init__(mesh, name)
@@ -51,22 +54,29 @@ class _MethodEndpoint(Endpoint):
     def _property(self) -> EndpointProperty:
         return self._prop
 
+    def _frames(self, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                port: Any = None) -> Tuple[List[Any], int]:
+        frames, flags = super()._frames(args, kwargs, port)
+        if self._prop._explicit_response_port:
+            flags |= FLAG_PORT_ARG
+        return frames, flags
+
 
 def as_endpoint(method: Any, *, propagate: Any = None,
                 explicit_response_port: bool = False) -> Endpoint:
     """``as_endpoint(mesh.method).call(...)``: call a method of the actors
     that is not marked ``@endpoint`` with the adverbs; ``propagate`` as for
-    ``@endpoint`` (for ``rref``)."""
-    if explicit_response_port:
-        raise NotImplementedError(
-            "as_endpoint(..., explicit_response_port=True): endpoints that answer through a "
-            "Port are not supported (docs/python.md, \"Monarch compatibility\")")
+    ``@endpoint`` (for ``rref``). ``explicit_response_port=True``: the
+    method takes a ``Port`` after ``self`` and answers on it, as an
+    ``@endpoint(explicit_response_port=True)`` does (docs/python.md,
+    "Channels and ports")."""
     if not isinstance(method, NotAnEndpoint):
         raise ValueError(f"as_endpoint takes a method of a spawned actor mesh that is not "
                          f"an @endpoint (mesh.method), got {method!r}")
     mesh, name = method._mesh, method._name
     fn = getattr(mesh._class, name)
-    return _MethodEndpoint(mesh, name, EndpointProperty(fn, propagate))
+    return _MethodEndpoint(mesh, name, EndpointProperty(fn, propagate,
+                                                      bool(explicit_response_port)))
 
 
 def concurrent_endpoint(method: Optional[Callable] = None, *, propagate: Any = None,

@@ -33,6 +33,9 @@ FLAG_TO_PORT = 2
 # The frames end with the slice the message went to: (offset, ((name, size,
 # stride), ...)) over the procs' ranks; message_rank is the point in it.
 FLAG_SLICED = 4
+# The method answers through a Port it takes after self, though it is not
+# declared so (``as_endpoint(mesh.method, explicit_response_port=True)``).
+FLAG_PORT_ARG = 8
 
 
 class WorkerError(RuntimeError):
@@ -185,6 +188,7 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
                 found = _endpoint_functions[key] = (endpoint_function(*key),
                                                     endpoint_takes_port(*key))
             fn, takes_port = found
+            takes_port = takes_port or bool(flags & FLAG_PORT_ARG)
             with context.entered(instance, dict(info, message=message)) if message \
                     else _NOT_SLICED:
                 if port is not None:  # its messages say which actor sent them
