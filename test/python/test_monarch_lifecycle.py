@@ -589,3 +589,55 @@ def test_shutdown_context_ends_every_proc_the_program_started(tmp_path):
     assert "again None" in out.stdout
     assert "respawned True" in out.stdout
     assert "Traceback" not in out.stderr, out.stderr
+
+
+# -- distributed tensors as endpoint arguments ------------------------------------------
+
+class ShardReader(Actor):
+    @endpoint
+    def read(self, x: Any, scale: int = 1) -> Any:
+        from monarch.actor import current_rank
+
+        return [dict(current_rank()), (x * scale).tolist()]
+
+
+@pytest.mark.parametrize("backend", ["sim", "c"])
+def test_an_endpoint_called_with_a_distributed_tensor_gets_its_local_shard(backend):
+    """Monarch: "each actor will receive the shard of the distributed tensor
+    that is on the same process as the actor" -- with every adverb; a tensor
+    of other processes is refused."""
+    import torch
+
+    from monarch import Tensor
+    from monarch._src.tensor.session import backend_available
+
+    if not backend_available(backend):
+        pytest.skip(f"backend {backend} is not built")
+    procs = this_host().spawn_procs({"host": 2, "gpu": 2}, backend=backend)
+    other = this_host().spawn_procs({"gpu": 1}, backend=backend)
+    try:
+        readers = procs.spawn("readers", ShardReader)
+        with procs.activate():
+            t = torch.ones(2) * (procs.rank("host") * 10 + procs.rank("gpu"))
+        assert isinstance(t, Tensor)
+        got = readers.read.call(t, scale=2).get(timeout=30)
+        assert got.values() == [[{"host": h, "gpu": g}, [2.0 * (10 * h + g)] * 2]
+                                for h in range(2) for g in range(2)]
+        # A slice keeps each actor's own shard; message_rank is its point there.
+        row = readers.slice(host=1).read.call(t).get(timeout=30)
+        assert row.values() == [[{"gpu": 0}, [10.0, 10.0]], [{"gpu": 1}, [11.0, 11.0]]]
+        assert readers.slice(host=0, gpu=1).read.call_one(t).get(timeout=30) == [{}, [1.0, 1.0]]
+        assert sorted(f.get(timeout=30)[1][0] for f in readers.read.stream(t)) == \
+            [0.0, 1.0, 10.0, 11.0]
+        assert readers.read.choose(t).get(timeout=30)[1][0] in (0.0, 1.0, 10.0, 11.0)
+        # In order with the tensor's stream: a later in-place change is seen.
+        with procs.activate():
+            t.add_(100)
+        assert readers.slice(host=1, gpu=1).read.call_one(t).get(timeout=30)[1] == [111.0] * 2
+        with other.activate():
+            elsewhere = torch.ones(1)
+        with pytest.raises(ValueError, match="goes to actors on the processes it lives on"):
+            readers.read.call(elsewhere)
+    finally:
+        procs.stop().get(timeout=30)
+        other.stop().get(timeout=30)

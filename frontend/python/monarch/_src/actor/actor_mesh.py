@@ -26,7 +26,7 @@ from . import procs as procs_mod
 from .actor import (Actor, EndpointProperty, NotAnEndpoint, endpoint_names,
                     endpoint_property)
 from .stream import in_arrival_order
-from .tensor_engine import engine
+from .tensor_engine import ENGINE_MODULE, engine
 from .shape import Extent
 from .value_mesh import ValueMesh
 
@@ -301,11 +301,46 @@ class Endpoint:
             flags |= FLAG_SLICED
         return dumps(payload), flags
 
+    def _per_actor(self, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                   port: Any = None) -> Optional[List[Tuple[Any, List[Any], int]]]:
+        """With distributed tensors among the arguments, one message per actor
+        carrying its local shards, as Monarch delivers them: [(single-actor
+        handle, frames, flags)] in the mesh's rank order; None without. Each
+        message carries the whole mesh as its slice, so ``message_rank`` is
+        the actor's point in the mesh the call went to."""
+        if ENGINE_MODULE not in sys.modules:  # no tensor engine: no distributed tensors
+            return None
+        mesh = self._mesh
+        ranks = mesh._view.ranks()
+        shards = engine().local_shards(mesh._proc_mesh, ranks,
+                                       f"endpoint {mesh._name}.{self._name}", args, kwargs)
+        if shards is None:
+            return None
+        mesh._check_alive()
+        view = mesh._view
+        whole = (view.offset, tuple((d.name, d.size, d.stride) for d in view.dims))
+        sizes = [s for _, s in mesh._root_shape]
+        out = []
+        for r, (a, kw) in zip(ranks, shards):
+            single = procs_mod.box([mesh._position[r]], sizes)
+            assert single is not None
+            handle = procs_mod.sliced(mesh._root, mesh._root_shape, single)
+            payload: Tuple[Any, ...] = (a, kw)
+            flags = FLAG_SLICED
+            if port is not None:
+                payload, flags = payload + (port,), flags | FLAG_TO_PORT
+            out.append((handle, dumps(payload + (whole,)), flags))
+        return out
+
     def call(self, *args: Any, **kwargs: Any) -> Future[ValueMesh]:
         """Every actor of the mesh; a Future of a :class:`ValueMesh`."""
         mesh = self._mesh
-        frames, flags = self._frames(args, kwargs)
         names, sizes = list(mesh._view.names), list(mesh._view.sizes)
+        per_actor = self._per_actor(args, kwargs)
+        if per_actor is not None:
+            return gather([self._one(h.call_one(self._name, f, fl)) for h, f, fl in per_actor],
+                          lambda vals: ValueMesh(names, sizes, list(vals)))
+        frames, flags = self._frames(args, kwargs)
         ep = self._name
 
         def convert(out: Any) -> List[Any]:
@@ -327,18 +362,32 @@ class Endpoint:
         if len(mesh) != 1:
             raise ValueError(
                 f"call_one on actor mesh '{mesh._name}' of {len(mesh)} actors; it needs exactly one")
+        per_actor = self._per_actor(args, kwargs)
+        if per_actor is not None:
+            (handle, frames, flags), = per_actor
+            return self._one(handle.call_one(self._name, frames, flags))
         (handle, _), = mesh._plan()
         frames, flags = self._frames(args, kwargs)
         return self._one(handle.call_one(self._name, frames, flags))
 
     def choose(self, *args: Any, **kwargs: Any) -> Future[Any]:
         """One live actor of the mesh, round robin."""
+        per_actor = self._per_actor(args, kwargs)
+        if per_actor is not None:  # each actor gets its own shards: any one of them
+            _counter_choose[0] = (_counter_choose[0] + 1) % len(per_actor)
+            handle, frames, flags = per_actor[_counter_choose[0]]
+            return self._one(handle.call_one(self._name, frames, flags))
         frames, flags = self._frames(args, kwargs)
         return self._one(self._chosen().choose(self._name, frames, flags))
 
     def broadcast(self, *args: Any, **kwargs: Any) -> None:
         """Every actor, no reply; an exception stops that actor and is a
         supervision event of the mesh."""
+        per_actor = self._per_actor(args, kwargs)
+        if per_actor is not None:
+            for handle, frames, flags in per_actor:
+                self._broadcast_on(handle, frames, flags | FLAG_NO_REPLY)
+            return
         frames, flags = self._frames(args, kwargs)
         self._broadcast(frames, flags | FLAG_NO_REPLY)
 
@@ -346,6 +395,14 @@ class Endpoint:
               selection: str) -> None:
         """``ports.send``: every actor (``"all"``) or one (``"choose"``) runs
         the endpoint; results go to ``port`` (or nowhere)."""
+        per_actor = self._per_actor(args, kwargs, port)
+        if per_actor is not None:
+            if selection == "choose":
+                _counter_choose[0] = (_counter_choose[0] + 1) % len(per_actor)
+                per_actor = [per_actor[_counter_choose[0]]]
+            for handle, frames, flags in per_actor:
+                self._broadcast_on(handle, frames, flags | FLAG_NO_REPLY)
+            return
         frames, flags = self._frames(args, kwargs, port)
         flags |= FLAG_NO_REPLY
         if selection == "choose":
@@ -365,15 +422,22 @@ class Endpoint:
 
     def _broadcast(self, frames: List[Any], flags: int) -> None:
         for handle, _ in self._mesh._plan():
-            try:
-                handle.broadcast(self._name, frames, flags)
-            except RuntimeError as e:
-                raise SupervisionError(str(e), self._mesh._name, -1) from None
+            self._broadcast_on(handle, frames, flags)
+
+    def _broadcast_on(self, handle: Any, frames: List[Any], flags: int) -> None:
+        try:
+            handle.broadcast(self._name, frames, flags)
+        except RuntimeError as e:
+            raise SupervisionError(str(e), self._mesh._name, -1) from None
 
     def stream(self, *args: Any, **kwargs: Any) -> Iterator[Future[Any]]:
         """Every actor; yields one Future per actor, as Monarch does: the k-th
         completes with the k-th reply to arrive (``[f.get() for f in ...]``,
         or ``await f``)."""
+        per_actor = self._per_actor(args, kwargs)
+        if per_actor is not None:
+            replies = [self._one(h.call_one(self._name, f, fl)) for h, f, fl in per_actor]
+            return iter(in_arrival_order(replies))
         frames, flags = self._frames(args, kwargs)
         replies = [self._one(f) for h, _ in self._mesh._plan()
                    for f in h.stream(self._name, frames, flags)]

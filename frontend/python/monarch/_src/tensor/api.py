@@ -109,7 +109,10 @@ class DTensor(core.TensorCore):
         )
 
     def __reduce_ex__(self, proto: Any) -> Any:
-        raise TypeError("distributed tensors cannot be pickled")
+        raise TypeError("distributed tensors cannot be pickled: an actor endpoint called with "
+                        "one gets its local shard (an argument of the call, not inside a "
+                        "constructor or a mesh reference); monarch.inspect(t) or "
+                        "fetch_shard(t).get() brings a value to the controller")
 
     def __deepcopy__(self, memo: Any) -> "DTensor":
         return dispatch(torch.ops.aten.clone.default, (self,), {}, None)

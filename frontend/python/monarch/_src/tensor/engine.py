@@ -4,11 +4,15 @@ everything that needs torch."""
 
 from __future__ import annotations
 
-from typing import Any, ContextManager, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, ContextManager, Dict, List, Optional, Sequence, Tuple, Union
+
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from . import api  # noqa: F401  (registers the tensor class results are made as)
 from . import tracing
+from .core import TensorCore
 from .dispatch import activate as _activate
+from .movement import fetch_shard
 from .movement import rank as _rank
 from .remote import CachedMeta, call_distributed
 from .remote_exec import META_PREFIX
@@ -64,3 +68,42 @@ def rref(actor_mesh: Any, endpoint: str, prop: Any, args: Tuple[Any, ...],
         lambda sink, a, results, pm, stream, loc: sink.call_actor(
             name, endpoint, a, results, pm, stream, loc),
         skip_self=True, probe=cached.meta)
+
+
+def local_shards(proc_mesh: Any, ranks: Sequence[int], what: str, args: Tuple[Any, ...],
+                 kwargs: Dict[str, Any]) -> Optional[List[Tuple[Tuple[Any, ...], Dict[str, Any]]]]:
+    """An actor endpoint called with distributed tensors: for each actor
+    (its proc's rank in ``ranks``), the arguments with every distributed
+    tensor replaced by that rank's local shard -- fetched, in order with the
+    tensor's stream, through the controller. None when no argument is a
+    distributed tensor. A tensor must live on the actors' procs (each actor's
+    rank in its mesh)."""
+    flat, spec = tree_flatten((list(args), dict(kwargs)))
+    where = [i for i, x in enumerate(flat) if isinstance(x, TensorCore)]
+    if not where:
+        return None
+    session = proc_mesh._tensor_session() if proc_mesh is not None else None
+    shards: List[List[Any]] = []
+    for i in where:
+        t = flat[i]
+        if session is None or t._mesh._session is not session:
+            raise ValueError(f"{what}: a distributed tensor goes to actors on the processes it "
+                             f"lives on; this one is on {t._mesh._describe()}, not on the procs "
+                             "the actors were spawned on")
+        view = t._mesh._view
+        row = []
+        for r in ranks:
+            c = view.coords_of(r)
+            if c is None:
+                raise ValueError(f"{what}: the distributed tensor on {t._mesh._describe()} has "
+                                 f"no shard on the process of actor rank {r}")
+            row.append(fetch_shard(t, dict(zip(view.names, c))))
+        shards.append(row)
+    out = []
+    for k in range(len(ranks)):
+        mine = list(flat)
+        for j, i in enumerate(where):
+            mine[i] = shards[j][k].get()
+        a, kw = tree_unflatten(mine, spec)
+        out.append((tuple(a), kw))
+    return out
