@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .._src.actor.actor import Actor, endpoint
 from .._src.actor.actor_mesh import ActorMesh, Endpoint
+from .._src.actor.controllers import get_or_spawn_controller
 from .._src.actor.current import (Context, context, current_actor_name, current_rank,
                                   current_size)
 from .._src.actor.endpoints import Accumulator, as_endpoint, concurrent_endpoint
@@ -63,6 +64,7 @@ __all__ = [
     "current_rank",
     "current_size",
     "endpoint",
+    "get_or_spawn_controller",
     "hosts_from_config",
     "send",
     "shutdown_context",

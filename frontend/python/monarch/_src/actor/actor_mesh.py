@@ -21,7 +21,7 @@ from ..common.errors import ActorError, SupervisionError
 from ..common.future import Future, HandleSource, gather
 from ..common.pickling import dumps, loads
 from ..mesh.view import MeshView
-from . import context
+from . import context, controller_port
 from . import procs as procs_mod
 from .actor import (Actor, EndpointProperty, NotAnEndpoint, endpoint_names,
                     endpoint_property)
@@ -107,6 +107,8 @@ def spawn(proc_mesh: Any, name: str, actor_class: type, *args: Any, **kwargs: An
         "ranks": ranks,
         "sys_path": [p for p in sys.path if p],
         "log_level": proc_mesh._root.logging.get("level"),
+        # Where get_or_spawn_controller in these actors asks (controllers.py).
+        "controllers": controller_port.for_header(),
     }
     frames = [pickle.dumps(header, protocol=5)] + payload
     handle = handle_procs.spawn(cname, frames)

@@ -233,18 +233,26 @@ def stop_actor_procs(proc_mesh: Any) -> None:
         state.stop()
 
 
-@atexit.register
-def _stop_all() -> None:
-    # Procs that references were made of go last: the actors holding those
-    # references stop first, so none of them sees its peers vanish (and
-    # reports it) on the way out.
+def stop_all() -> List[BaseException]:
+    """Stops every actor procs handle of this process (at exit, and by
+    shutdown_context); the errors of those that failed to stop. Procs that
+    references were made of go last: the actors holding those references
+    stop first, so none of them sees its peers vanish (and reports it) on
+    the way out."""
     states = [state for state in (ref() for ref in _all_states) if state is not None]
     states.sort(key=lambda state: state._addrs is not None and not state.attached)
+    errors: List[BaseException] = []
     for state in states:
         try:
             state.stop()
-        except Exception:
-            pass
+        except Exception as e:  # noqa: BLE001 - the others still stop
+            errors.append(e)
+    with _lock:
+        _states.clear()
+    return errors
+
+
+atexit.register(stop_all)
 
 
 def box(indices: Sequence[int], sizes: Sequence[int]) -> Optional[List[Tuple[int, int, int]]]:

@@ -21,7 +21,7 @@ from typing import Any, Dict, List
 from ..common import pickling
 from ..common.errors import SupervisionError
 from ..mesh.view import Dim, MeshView
-from . import context
+from . import context, controller_port
 from .actor import endpoint_function, endpoint_takes_port
 from .extension import actors
 
@@ -88,6 +88,7 @@ def construct(frames: List[Any], ctx: Dict[str, Any]) -> Any:
         level = header.get("log_level")
         if isinstance(level, int):
             logging.getLogger().setLevel(level)
+        controller_port.inherit(header.get("controllers"))
         info = _context_info(header, ctx)
         info["owner_port"] = header.get("owner_port")
         cls, args, kwargs = pickling.loads(frames[1:])
