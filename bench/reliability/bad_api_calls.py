@@ -701,8 +701,10 @@ def build_cases() -> List[Case]:
         V(L(lambda env: queue.Queue(), "Queue()"), TE, r"cannot pickle '_thread.lock'"),
         V(L(lambda env: sys._getframe(), "frame"), TE, r"cannot pickle 'frame'"),
         V(L(lambda env: env.receiver, "PortReceiver"), TE, r"PortReceiver stays in the process"),
-        V(L(lambda env: env.tm["sim"].t, "distributed tensor"), TE,
-          r"distributed tensors cannot be pickled"),
+        V(L(lambda env: env.tm["sim"].t, "distributed tensor of other procs"), VE,
+          r"a distributed tensor goes to actors on the processes it lives on"),
+        V(L(lambda env: [{"t": env.tm["sim"].t}], "distributed tensor of other procs, nested"),
+          VE, r"a distributed tensor goes to actors on the processes it lives on"),
         V(L(lambda env: _holds_lock(), "closure over a Lock"), TE, r"cannot pickle '_thread.lock'"),
     ]
     adverbs = [
@@ -893,9 +895,9 @@ def build_cases() -> List[Case]:
         V(lambda env: as_endpoint(5), VE, r"as_endpoint takes a method .*got 5", "as_endpoint(5)"),
         V(lambda env: as_endpoint(env.actors.ping), VE, r"as_endpoint takes a method",
           "as_endpoint(endpoint)"),
-        V(lambda env: as_endpoint(env.actors.plain, explicit_response_port=True),
-          NotImplementedError, r"explicit_response_port=True.*not supported",
-          "as_endpoint(explicit_response_port=True)"),
+        V(lambda env: as_endpoint(env.actors.plain, explicit_response_port="yes"), TE,
+          r"explicit_response_port must be a bool, got str",
+          "as_endpoint(explicit_response_port='yes')"),
     ])
     for be in BACKENDS:
         add("actors", f"ProcMesh.logging_option[{be}]",
@@ -1278,14 +1280,16 @@ def build_cases() -> List[Case]:
         V((3,), RuntimeError, r"monarch.range needs a mesh for its step tensor"),
     ])
     add("tensors", "monarch.remote(fn)", lambda env, v: v(env), [
-        V(lambda env: monarch.remote(5), TE, r"remote takes a function, got 5", "remote(5)"),
-        V(lambda env: monarch.remote("pkg.fn"), TE, r"remote takes a function, got 'pkg.fn'",
-          "remote('pkg.fn')"),
+        V(lambda env: monarch.remote(5), TE, r"remote takes a function or its import path, got 5",
+          "remote(5)"),
+        V(lambda env: monarch.remote("not a path"), VE,
+          r"remote takes a function or its import path 'pkg.module.fn', got 'not a path'",
+          "remote('not a path')"),
         V(lambda env: monarch.remote(object()), TE, r"remote takes a function", "remote(object())"),
         V(lambda env: monarch.remote(_sync_method, propagate="x"), VE,
-          r"propagate must be a callable, 'cached' or None, not 'x'", "propagate='x'"),
+          r"propagate must be a callable, 'cached', 'inspect' or None, not 'x'", "propagate='x'"),
         V(lambda env: monarch.remote(_sync_method, propagate=5), TE,
-          r"propagate must be a callable, 'cached' or None, not 5", "propagate=5"),
+          r"propagate must be a callable, 'cached', 'inspect' or None, not 5", "propagate=5"),
         V(lambda env: monarch.remote(propagate="nope")(_sync_method), VE,
           r"propagate must be .* not 'nope'", "@remote(propagate='nope')"),
     ])

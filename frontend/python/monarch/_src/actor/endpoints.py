@@ -70,6 +70,9 @@ def as_endpoint(method: Any, *, propagate: Any = None,
     method takes a ``Port`` after ``self`` and answers on it, as an
     ``@endpoint(explicit_response_port=True)`` does (docs/python.md,
     "Channels and ports")."""
+    if not isinstance(explicit_response_port, bool):
+        raise TypeError(f"as_endpoint: explicit_response_port must be a bool, got "
+                        f"{type(explicit_response_port).__name__}")
     if not isinstance(method, NotAnEndpoint):
         raise ValueError(f"as_endpoint takes a method of a spawned actor mesh that is not "
                          f"an @endpoint (mesh.method), got {method!r}")
