@@ -20,6 +20,7 @@ ALLOWED = {
     "backend": {"mesh"},
     "actor": {"mesh"},
     "rdma": {"actor"},
+    "job": {"actor"},
     "tensor": {"mesh", "backend", "actor"},
 }
 
@@ -154,7 +155,8 @@ def test_layers_import_one_way():
 
 def test_public_faces_only_reexport():
     for face in ("__init__.py", os.path.join("actor", "__init__.py"),
-                 os.path.join("rdma", "__init__.py"), "trace.py"):
+                 os.path.join("rdma", "__init__.py"), os.path.join("job", "__init__.py"),
+                 "trace.py"):
         tree = ast.parse(open(os.path.join(PACKAGE, face)).read())
         defs = [n.name for n in tree.body
                 if isinstance(n, (ast.FunctionDef, ast.ClassDef))
@@ -185,3 +187,6 @@ def test_public_names_resolve():
     import monarch.actor as actor
     for name in actor.__all__:
         assert hasattr(actor, name), name
+    import monarch.job as job
+    for name in job.__all__:
+        assert hasattr(job, name), name

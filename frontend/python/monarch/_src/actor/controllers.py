@@ -42,7 +42,6 @@ class _Entry:
 
 
 _lock = threading.Lock()
-_spawn_lock = threading.Lock()
 _entries: Dict[str, _Entry] = {}
 
 
@@ -81,9 +80,7 @@ def get_or_spawn_here(name: str, actor_class: Type[Actor], args: Tuple[Any, ...]
             entry = _entries[name] = _Entry()
     if creator:
         try:
-            with _spawn_lock:  # one this_proc(), whichever thread asks first
-                procs = this_proc()
-            entry.mesh = procs.spawn(name, actor_class, *args, **kwargs)
+            entry.mesh = this_proc().spawn(name, actor_class, *args, **kwargs)
         except BaseException as e:  # noqa: BLE001 - every waiter gets it
             entry.error = e
             with _lock:

@@ -5,6 +5,7 @@ and ``slurm_hosts`` give meshes of host agents."""
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, Dict, Optional, Sequence
 
 from .proc_mesh import ProcMesh
@@ -138,6 +139,7 @@ def this_host() -> HostMesh:
 
 
 _this_proc: Any = None
+_this_proc_lock = threading.Lock()
 
 
 def this_proc() -> Any:
@@ -147,8 +149,7 @@ def this_proc() -> Any:
     controller's own process hosts no actors -- and the same mesh on every
     call until it is stopped (docs/python.md, "Monarch compatibility")."""
     global _this_proc
-    if _this_proc is None or _this_proc._root.stopped:
-        from .proc_mesh import spawn_procs
-
-        _this_proc = spawn_procs()
-    return _this_proc
+    with _this_proc_lock:  # one proc, whichever thread asks first
+        if _this_proc is None or _this_proc._root.stopped:
+            _this_proc = _spawn_procs()
+        return _this_proc
