@@ -435,12 +435,21 @@ def _sig(a: Any, dts: List[TensorCore]) -> Any:
     raise _Uncacheable()
 
 
-def signature(args: Tuple, kwargs: Dict[str, Any]) -> Tuple[Any, List[TensorCore]]:
-    dts: List[TensorCore] = []
-    key = tuple([_sig(a, dts) for a in args])
+def signature(args: Tuple, kwargs: Dict[str, Any], dts: List[TensorCore]) -> Any:
+    """The cache key of a call; collects its distributed tensors into
+    ``dts``. A distributed tensor argument, the common case, is keyed here
+    without a call of _sig (every ATen call comes through)."""
+    keys = []
+    for a in args:
+        if isinstance(a, TensorCore):
+            dts.append(a)
+            keys.append(a._spec)
+        else:
+            keys.append(_sig(a, dts))
+    key: Any = tuple(keys)
     if kwargs:
         key = (key, tuple([(k, _sig(v, dts)) for k, v in kwargs.items()]))
-    return key, dts
+    return key
 
 
 # Kinds of an entry's outputs (in the order the instruction binds results).
@@ -527,17 +536,7 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
             return func(*args, **kwargs)
     dts: List[TensorCore] = []
     try:
-        # signature(args, kwargs), with distributed tensors inline
-        keys = []
-        for a in args:
-            if isinstance(a, TensorCore):
-                dts.append(a)
-                keys.append(a._spec)
-            else:
-                keys.append(_sig(a, dts))
-        sig: Any = tuple(keys)
-        if kwargs:
-            sig = (sig, tuple([(k, _sig(v, dts)) for k, v in kwargs.items()]))
+        sig: Any = signature(args, kwargs, dts)
     except _Uncacheable:
         sig = None
         dts = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, TensorCore)]
