@@ -53,28 +53,16 @@ class HostMesh:
         """
         if memory_cap is None:
             memory_cap = int(os.environ.get("MONARCH_WORKER_MEMORY_CAP", "0") or 0)
-        remote = (self._hosts, self._source) if self._source is not None else None
-        if self._local_hosts_dim:
-            per_host = {"hosts": self._hosts, **_local_per_host(per_host, sizes)}
-            sizes = {}
+        # Agents (a source), hosts_from_config's local stand-in (a "hosts"
+        # dim, no source), or this machine alone (neither).
+        remote = ((self._hosts, self._source)
+                  if self._source is not None or self._local_hosts_dim else None)
         return _spawn_procs(per_host, backend=backend, memory_cap=memory_cap,
                             timeout_ms=timeout_ms, tensor_worker=tensor_worker,
                             hosts=remote, **sizes)
 
     def __repr__(self) -> str:
         return f"<HostMesh hosts={self._hosts}>"
-
-
-def _local_per_host(per_host: Optional[Dict[str, int]], sizes: Dict[str, int]) -> Dict[str, int]:
-    shape = dict(per_host or {})
-    for name, size in sizes.items():
-        if name in shape:
-            raise ValueError(f"spawn_procs: dimension '{name}' given twice (in per_host and as "
-                             "a keyword)")
-        shape[name] = size
-    if "hosts" in shape:
-        raise ValueError("'hosts' is the host mesh's dim; name per-host dims otherwise")
-    return shape
 
 
 _this_host = HostMesh()

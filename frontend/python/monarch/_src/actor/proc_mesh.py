@@ -271,7 +271,7 @@ def spawn_procs(
     memory_cap: int = 0,
     timeout_ms: int = 60000,
     tensor_worker: str = "",
-    hosts: Optional[Tuple[int, Dict[str, Any]]] = None,
+    hosts: Optional[Tuple[int, Optional[Dict[str, Any]]]] = None,
     **sizes: int,
 ) -> ProcMesh:
     _check_int("memory_cap", memory_cap, "bytes per worker", 0)
@@ -282,10 +282,10 @@ def spawn_procs(
             raise ValueError(f"spawn_procs: dimension '{name}' given twice (in per_host and "
                              "as a keyword)")
         shape_dict[name] = size
-    if hosts is not None:  # {"hosts": N} + per_host, on the host agents
+    if hosts is not None:  # {"hosts": N} + per_host: on the host agents, or local (source None)
         if "hosts" in shape_dict:
             raise ValueError("'hosts' is the host mesh's dim; name per-host dims otherwise")
-        if not shape_dict:
+        if not shape_dict and hosts[1] is not None:
             raise ValueError("spawn_procs on attached hosts needs a per-host dim, e.g. {'gpu': 1}")
         shape = [("hosts", hosts[0])] + list(shape_dict.items())
     elif not shape_dict:
