@@ -303,17 +303,24 @@ class Endpoint:
             flags |= FLAG_SLICED
         return dumps(payload), flags
 
-    def _per_actor(self, args: Tuple[Any, ...], kwargs: Dict[str, Any],
-                   port: Any = None) -> Optional[List[Tuple[Any, List[Any], int]]]:
+    def _per_actor(self, args: Tuple[Any, ...], kwargs: Dict[str, Any], port: Any = None,
+                   one: bool = False) -> Optional[List[Tuple[Any, List[Any], int]]]:
         """With distributed tensors among the arguments, one message per actor
         carrying its local shards, as Monarch delivers them: [(single-actor
-        handle, frames, flags)] in the mesh's rank order; None without. Each
-        message carries the whole mesh as its slice, so ``message_rank`` is
-        the actor's point in the mesh the call went to."""
+        handle, frames, flags)] in the mesh's rank order (``one``: for the
+        actor ``choose`` picks, the only one whose shards are fetched); None
+        without. Each message carries the whole mesh as its slice, so
+        ``message_rank`` is the actor's point in the mesh the call went to."""
         if ENGINE_MODULE not in sys.modules:  # no tensor engine: no distributed tensors
             return None
         mesh = self._mesh
-        ranks = mesh._view.ranks()
+        picked: List[int] = []
+
+        def ranks() -> List[int]:  # asked only when there are shards to fetch
+            every = mesh._view.ranks()
+            picked[:] = [every[_next_choice(len(every))]] if one else every
+            return picked
+
         shards = engine().local_shards(mesh._proc_mesh, ranks,
                                        f"endpoint {mesh._name}.{self._name}", args, kwargs)
         if shards is None:
@@ -323,7 +330,7 @@ class Endpoint:
         whole = (view.offset, tuple((d.name, d.size, d.stride) for d in view.dims))
         sizes = [s for _, s in mesh._root_shape]
         out = []
-        for r, (a, kw) in zip(ranks, shards):
+        for r, (a, kw) in zip(picked, shards):
             single = procs_mod.box([mesh._position[r]], sizes)
             assert single is not None
             handle = procs_mod.sliced(mesh._root, mesh._root_shape, single)
@@ -374,10 +381,9 @@ class Endpoint:
 
     def choose(self, *args: Any, **kwargs: Any) -> Future[Any]:
         """One live actor of the mesh, round robin."""
-        per_actor = self._per_actor(args, kwargs)
+        per_actor = self._per_actor(args, kwargs, one=True)
         if per_actor is not None:  # each actor gets its own shards: any one of them
-            _counter_choose[0] = (_counter_choose[0] + 1) % len(per_actor)
-            handle, frames, flags = per_actor[_counter_choose[0]]
+            (handle, frames, flags), = per_actor
             return self._one(handle.call_one(self._name, frames, flags))
         frames, flags = self._frames(args, kwargs)
         return self._one(self._chosen().choose(self._name, frames, flags))
@@ -397,11 +403,8 @@ class Endpoint:
               selection: str) -> None:
         """``ports.send``: every actor (``"all"``) or one (``"choose"``) runs
         the endpoint; results go to ``port`` (or nowhere)."""
-        per_actor = self._per_actor(args, kwargs, port)
+        per_actor = self._per_actor(args, kwargs, port, one=selection == "choose")
         if per_actor is not None:
-            if selection == "choose":
-                _counter_choose[0] = (_counter_choose[0] + 1) % len(per_actor)
-                per_actor = [per_actor[_counter_choose[0]]]
             for handle, frames, flags in per_actor:
                 self._broadcast_on(handle, frames, flags | FLAG_NO_REPLY)
             return
@@ -419,8 +422,7 @@ class Endpoint:
         plan = self._mesh._plan()
         if len(plan) == 1:
             return plan[0][0]
-        _counter_choose[0] = (_counter_choose[0] + 1) % len(plan)
-        return plan[_counter_choose[0]][0]
+        return plan[_next_choice(len(plan))][0]
 
     def _broadcast(self, frames: List[Any], flags: int) -> None:
         for handle, _ in self._mesh._plan():
@@ -478,6 +480,12 @@ class Endpoint:
 
 
 _counter_choose = [0]
+
+
+def _next_choice(n: int) -> int:
+    """The next of ``n`` targets of ``choose``, round robin across calls."""
+    _counter_choose[0] = (_counter_choose[0] + 1) % n
+    return _counter_choose[0]
 
 
 def actor_pids(mesh: ActorMesh) -> Dict[int, int]:

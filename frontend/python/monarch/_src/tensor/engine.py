@@ -4,7 +4,7 @@ everything that needs torch."""
 
 from __future__ import annotations
 
-from typing import Any, ContextManager, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, ContextManager, Dict, List, Optional, Sequence, Tuple, Union
 
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
@@ -70,10 +70,12 @@ def rref(actor_mesh: Any, endpoint: str, prop: Any, args: Tuple[Any, ...],
         skip_self=True, probe=cached.meta)
 
 
-def local_shards(proc_mesh: Any, ranks: Sequence[int], what: str, args: Tuple[Any, ...],
+def local_shards(proc_mesh: Any, actor_ranks: Callable[[], Sequence[int]], what: str,
+                 args: Tuple[Any, ...],
                  kwargs: Dict[str, Any]) -> Optional[List[Tuple[Tuple[Any, ...], Dict[str, Any]]]]:
     """An actor endpoint called with distributed tensors: for each actor
-    (its proc's rank in ``ranks``), the arguments with every distributed
+    (its proc's rank in ``actor_ranks()``, asked only when an argument is a
+    distributed tensor), the arguments with every distributed
     tensor replaced by that rank's local shard -- fetched, in order with the
     tensor's stream, through the controller. None when no argument is a
     distributed tensor. A tensor must live on the actors' procs (each actor's
@@ -83,6 +85,7 @@ def local_shards(proc_mesh: Any, ranks: Sequence[int], what: str, args: Tuple[An
     if not where:
         return None
     session = proc_mesh._tensor_session() if proc_mesh is not None else None
+    ranks = actor_ranks()
     shards: List[List[Any]] = []
     for i in where:
         t = flat[i]
