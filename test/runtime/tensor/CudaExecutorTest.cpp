@@ -790,6 +790,16 @@ TEST(CudaGraphs, AnErroredActualGivesDependentErrorsAndReplaysResume) {
   EXPECT_EQ(s.replays, 2); // calls 2 and 4; call 3 ran op by op
 }
 
+/// Calls recording 1 on (w, grad) four times -- warm-up, capture, two
+/// replays -- and fetches w and the last call's result.
+std::pair<int64_t, int64_t> callFourTimesAndFetch(PlanBuilder &b, int64_t w,
+                                                  int64_t grad) {
+  int64_t last = -1;
+  for (int k = 0; k < 4; ++k)
+    last = callRecording(b, 1, {w, grad});
+  return {b.fetch(0, w), b.fetch(0, last)};
+}
+
 TEST(CudaGraphs, InPlaceWritesReachTheCallersTensor) {
   REQUIRE_GPU();
   // Recording 1(w, g) -> r: w -= g (in place, returning w), r = w * 2. The
@@ -800,10 +810,7 @@ TEST(CudaGraphs, InPlaceWritesReachTheCallersTensor) {
   g.op("aten::mul", "Scalar", {val::ref(1002), val::scalar(2)}, {1003});
   int64_t w = cudaFull(b, 32, 100);
   int64_t grad = cudaArange(b, 32);
-  int64_t last = -1;
-  for (int k = 0; k < 4; ++k)
-    last = callRecording(b, 1, {w, grad});
-  int64_t fw = b.fetch(0, w), fr = b.fetch(0, last);
+  auto [fw, fr] = callFourTimesAndFetch(b, w, grad);
   CudaHarness h;
   h.run(b);
   ASSERT_TRUE(h.failures.empty()) << h.allFailures();
@@ -825,10 +832,7 @@ TEST(CudaGraphs, WritesThroughAViewOfAnInputReachTheCallersTensor) {
   g.del({1002, 1003});
   int64_t w = cudaArange(b, 32);
   int64_t grad = b.op(0, "aten::ones", "", {val::ints({4, 8})}, 1, 0, onCuda);
-  int64_t last = -1;
-  for (int k = 0; k < 4; ++k)
-    last = callRecording(b, 1, {w, grad});
-  int64_t fw = b.fetch(0, w), fr = b.fetch(0, last);
+  auto [fw, fr] = callFourTimesAndFetch(b, w, grad);
   CudaHarness h;
   h.run(b);
   ASSERT_TRUE(h.failures.empty()) << h.allFailures();
