@@ -169,3 +169,55 @@ def test_break_ends_a_traced_loop_there(iterations, device):
     assert "scf.for" not in tr.to_mlir()
     want = torch.full((3,), float(sum(range(1, iterations + 1))))
     _close(tr.run(backend="c"), [want])
+
+
+def test_a_handle_another_thread_drops_late_is_not_a_result(device):
+    """A backward through CUDA tensors runs on autograd's device thread, which
+    lets go of the graph's tensors only after the caller resumed: the end of
+    a body must not count a tensor on its way out as a result. Here the
+    second iteration's tensor is held by a thread that drops it right after
+    the first collection of the body's end; the loop still rolls."""
+    import gc
+    import threading
+
+    def late_drop(backend: str, device: str) -> List[Any]:
+        mesh = programs._spawn(backend, {"gpu": 2})
+        threads = []
+        with mesh.activate():
+            acc = torch.zeros(3, device=device)
+            for step in monarch.range(3):
+                t = torch.ones(3, device=device) * step
+                acc = acc + t
+                if not threads:  # the first iteration leaves t to Python's frame
+                    threads.append(None)
+                    t = None
+                    continue
+                if len(threads) == 1:
+                    collected = threading.Event()
+                    holder = [t]
+
+                    def on_gc(phase: str, info: Any) -> None:
+                        if phase == "stop":
+                            collected.set()
+
+                    def drop_after_collection() -> None:
+                        assert collected.wait(30)
+                        holder.clear()
+
+                    gc.callbacks.append(on_gc)
+                    th = threading.Thread(target=drop_after_collection)
+                    th.start()
+                    threads.append(th)
+                t = None
+            threads[1].join(30)
+            gc.callbacks.remove(on_gc)
+            out = [monarch.inspect(acc, gpu=0)]
+        programs._release(mesh)
+        return out
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tr = monarch.trace(late_drop, "sim", device)
+    said = [str(w.message) for w in caught if "monarch.range" in str(w.message)]
+    assert not said, said
+    assert tr.to_mlir().count("scf.for") == 1

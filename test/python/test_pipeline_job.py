@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(_root, "examples", "pipeline"))
 
 import model  # noqa: E402
 import run as job  # noqa: E402
+import trace_events  # noqa: E402
 
 from monarch._src.tensor.session import backend_available  # noqa: E402
 from monarch._src.tensor.trace_api import find_monarch_opt  # noqa: E402
@@ -63,6 +64,21 @@ def _compiled_losses(cfg, tmp_path, pass_schedule="none", pipeline_options=""):
     return losses, ids, str(plan), str(trace)
 
 
+def _transfers_without_device_span(trace_path):
+    """On CUDA, each transfer's launch (host span) has its device span: the
+    bubble analysis pairs them to split the steps. The send_tensor spans
+    with no device twin, as (rank, instruction); none on CPU."""
+    events = trace_events.load(trace_path)
+    if not trace_events.of_clock(events, trace_events.GPU):
+        return []
+    count = {}
+    for e in events:
+        if e["name"] == "send_tensor":
+            k = (e["pid"], e["args"]["instruction"])
+            count[k] = count.get(k, 0) + (1 if trace_events.clock(e) == trace_events.HOST else -1)
+    return sorted(k for k, n in count.items() if n)
+
+
 def _check(losses, ref):
     assert len(losses) == len(ref)
     for step, (got, want) in enumerate(zip(losses, ref)):
@@ -85,6 +101,9 @@ def test_compiled_losses_match_single_process(tmp_path, dp, schedule, optimizer,
     assert stats["step_ms"] > 0
     assert 0.0 <= stats["bubble"] < 1.0
     assert len(stats["bubble_per_stage"]) == cfg.pp
+    # Also a rank's first transfer, whose receive makes its stream a CUDA
+    # stream mid-instruction.
+    assert not _transfers_without_device_span(trace)
 
 
 @pytest.mark.parametrize("dp", [2, 1])

@@ -189,7 +189,15 @@ void SerialQueue::loop() {
   };
   ctx.useDevice = [&]() -> DeviceStream * {
     setCudaWanted();
+    bool had = ctx.device != nullptr;
     activate();
+    // A traced task that began before its stream had a device (the receive
+    // of a rank's first CUDA tensor) gets its device span from here on: the
+    // GPU work it launches comes after. Without this the first transfer of
+    // a pipeline stage had no device span, and analyses that pair host and
+    // device spans per instruction (examples/pipeline/run.py) lost step.
+    if (!had && ctx.device && ctx.tracing)
+      ctx.device->traceBegin();
     return ctx.device;
   };
   static const DebugSync syncBefore("MONARCH_DEBUG_CUDA_SYNC_BEFORE"),

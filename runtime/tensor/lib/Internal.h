@@ -211,6 +211,9 @@ struct StreamContext {
   /// Null unless the executor traces: then composite tasks (recording calls)
   /// report each instruction they run.
   const TraceSink *trace = nullptr;
+  /// Between traceStart and traceFinish: an instruction is being traced (a
+  /// device made current meanwhile begins its device span then).
+  bool tracing = false;
   /// Reused by ATen calls: one allocation per stream instead of per call.
   std::vector<c10::IValue> stack;
 };
@@ -222,6 +225,7 @@ inline int64_t traceStart(StreamContext &ctx) {
   int64_t start = traceNowNs();
   if (ctx.device)
     ctx.device->traceBegin();
+  ctx.tracing = true;
   return start;
 }
 
@@ -230,6 +234,7 @@ inline int64_t traceStart(StreamContext &ctx) {
 inline void traceFinish(StreamContext &ctx, int64_t instruction,
                         std::string_view name, int64_t recording,
                         int64_t start) {
+  ctx.tracing = false;
   if (ctx.device)
     ctx.device->traceEnd(instruction, name, recording);
   (*ctx.trace)(instruction, ctx.stream, name, recording, start, traceNowNs(),

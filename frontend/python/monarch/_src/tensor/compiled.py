@@ -29,7 +29,6 @@ counter used as a number) keeps the step from stabilizing: after
 from __future__ import annotations
 
 import functools
-import gc
 import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -39,7 +38,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ..common.future import Future
 from . import modes
-from .core import Ref, TensorCore, make_tensor
+from .core import Ref, TensorCore, held_refs, make_tensor
 from . import core
 from .session import live_sessions
 from .streams import get_active_stream
@@ -265,15 +264,11 @@ class Compiled:
         # Python handles of the refs from before it that it may read.
         local: Dict[int, Ref] = {}
         outer: Dict[int, Ref] = {}
-        # Cycles collected first, so that garbage not yet collected never
-        # counts as state (loops.py's _live_locals says why).
-        gc.collect()
-        for o in gc.get_objects():
-            if type(o) is Ref and o.session is session and o.owns:
-                if first <= o.id < end:
-                    local[o.id] = o
-                elif o.id < first:
-                    outer[o.id] = o
+        for i, o in held_refs(session).items():  # core.held_refs says how
+            if first <= i < end:
+                local[i] = o
+            elif i < first:
+                outer[i] = o
         results = sorted(set(returned) | set(local))
         rec = session.new_recording()
         try:

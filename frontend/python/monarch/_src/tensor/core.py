@@ -13,7 +13,9 @@ which instantiates the class the API module registers
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+import gc
+import time
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -83,6 +85,37 @@ class Ref:
                 self.session.queue_delete(self.id, self.mesh_id, self.stream_id)
         except Exception:
             pass
+
+
+def held_refs(session: Any) -> Dict[int, Ref]:
+    """The owned Ref handles of ``session`` that Python still holds, by id:
+    what a recorded body leaves alive (its results, a step's state).
+
+    Cycles are collected first: a handle kept only by a reference cycle
+    (autograd's graph, a frame) is garbage, and whether gc had got to it
+    would otherwise decide whether an iteration leaves it alive -- two equal
+    iterations then differ and a loop unrolls (seen on CUDA with Adam).
+
+    Then the scan is repeated, letting other threads run, until two agree:
+    a backward through CUDA tensors runs on autograd's device thread, which
+    drops its last references to the graph's tensors only after the caller
+    has resumed (it needs the GIL for that), so a scan right after
+    ``backward()`` can count tensors about to die (seen as loops of equal
+    iterations unrolling under load). Bounded: 50 ms."""
+    ids = set(_scan_refs(session))  # ids only: holding a handle would keep it
+    deadline = time.monotonic() + 0.05
+    while True:
+        time.sleep(0.001)  # releases the GIL to the threads finishing up
+        held = _scan_refs(session)
+        if held.keys() == ids or time.monotonic() > deadline:
+            return held
+        ids = set(held)
+
+
+def _scan_refs(session: Any) -> Dict[int, Ref]:
+    gc.collect()
+    return {o.id: o for o in gc.get_objects()
+            if type(o) is Ref and o.session is session and o.owns}
 
 
 class Spec:

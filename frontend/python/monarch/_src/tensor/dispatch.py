@@ -21,6 +21,7 @@ pytree, no protobuf built in Python.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
@@ -246,6 +247,15 @@ def _meta_kind(info: "OpInfo", schema: Any, func: Any) -> Optional[int]:
     return _META_PLAIN
 
 
+def _indexed(d: torch.device) -> torch.device:
+    """FakeTensor's rule for a device asked for without an index: ``cuda``
+    is the current CUDA device. Autograd's engine needs the index (a
+    backward through a ``cuda`` result without one fails its assertion)."""
+    if d.index is None and d.type == "cuda" and HAS_CUDA:
+        return torch.device("cuda", torch.cuda.current_device())
+    return d
+
+
 class _NeedFake(Exception):
     """The meta run cannot give FakeTensor's answer: run FakeTensorMode."""
 
@@ -338,7 +348,7 @@ def _propagate_meta(func: Any, info: OpInfo, args: Tuple, kwargs: Dict[str, Any]
             if ma.first is None:
                 raise _NeedFake()
             default = ma.first
-        out_device = asked if asked is not None else default
+        out_device = _indexed(asked) if asked is not None else default
     guard = torch._C._DisableTorchDispatch()  # no mode sees the meta run
     try:
         out = func(*margs, **mkwargs)
@@ -650,11 +660,27 @@ def _fixed_kwargs(info: OpInfo, args: Tuple, kwargs: Dict[str, Any]) -> Dict[str
     return kwargs
 
 
+class _QuietMetaErrors(logging.Filter):
+    """FakeTensorMode (torch 2.x) logs a traceback of every failed meta
+    kernel before it raises; a first call re-raises that error at the
+    user's call site, as eager torch would, so the log is noise there."""
+
+    depth = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.depth and str(record.msg).startswith("failed while attempting"))
+
+
+_quiet_meta_errors = _QuietMetaErrors()
+logging.getLogger("torch._subclasses.fake_tensor").addFilter(_quiet_meta_errors)
+
+
 def _run_fake(func: Any, info: OpInfo, args: Tuple, kwargs: Dict[str, Any],
               dts: List[TensorCore]) -> Any:
     """The op run on fake tensors: its output tree."""
     fake_args, fake_kwargs = tree_map(to_fake, (args, kwargs))
     fake_kwargs = _fixed_kwargs(info, fake_args, fake_kwargs)
+    _quiet_meta_errors.depth += 1
     try:
         if info.lift:
             # torch.tensor(data) inside activate: the data is a constant.
@@ -670,6 +696,8 @@ def _run_fake(func: Any, info: OpInfo, args: Tuple, kwargs: Dict[str, Any],
         if type(e) in (RuntimeError, ValueError, TypeError, IndexError):
             raise type(e)(text) from None
         raise
+    finally:
+        _quiet_meta_errors.depth -= 1
 
 
 def _result_device(info: OpInfo, args: Tuple, kwargs: Dict[str, Any],

@@ -24,7 +24,6 @@ losses, prints) see the two traced iterations only, as in any trace.
 from __future__ import annotations
 
 import builtins
-import gc
 import warnings
 from typing import Any, Generator, Iterator, List, NamedTuple, Optional, Tuple
 
@@ -32,7 +31,7 @@ import torch
 
 from ..backend.plan import plan
 from . import modes
-from .core import Ref
+from .core import Ref, held_refs
 
 
 class _Body(NamedTuple):
@@ -174,14 +173,7 @@ def _describe(inst: Any) -> str:
 
 def _live_locals(session: Any, first: int, end: int) -> List[Ref]:
     """The Ref handles of refs made in [first, end) that Python still holds."""
-    # Collected first: a handle kept only by a reference cycle (autograd's
-    # graph, a frame) is garbage, and whether gc had got to it would
-    # otherwise decide whether an iteration leaves it alive -- two equal
-    # iterations then differ and the loop unrolls (seen on CUDA with Adam).
-    gc.collect()
-    return sorted((o for o in gc.get_objects()
-                   if type(o) is Ref and o.session is session and o.owns
-                   and first <= o.id < end), key=lambda r: r.id)
+    return [r for i, r in sorted(held_refs(session).items()) if first <= i < end]
 
 
 def _end_body(session: Any, first: int, previous: Optional[_Body]) -> _Body:
