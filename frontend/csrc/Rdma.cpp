@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "monarch/rdma/RdmaBuffer.h"
+#include "monarch/rdma/StagedMemory.h"
 #include "monarch/runtime/proc/Runtime.h"
 
 #include <pybind11/pybind11.h>
@@ -135,16 +136,30 @@ PYBIND11_MODULE(_rdma, m) {
           raise(s);
       });
 
-  m.def("register",
-        [](uintptr_t addr, size_t size, bool writable, py::object keep) {
-          drainReleases();
-          auto e = engine();
-          auto buf = RdmaBuffer::create(e, reinterpret_cast<void *>(addr), size,
-                                        writable, hold(keep));
-          if (!buf.ok())
-            raise(buf.status());
-          return Owned{std::make_unique<RdmaBuffer>(std::move(*buf))};
-        });
+  // `device`: nonzero when `addr` is the host copy of that CUDA memory
+  // (StagedMemory.h), which transfers then read and write through.
+  m.def(
+      "register",
+      [](uintptr_t addr, size_t size, bool writable, py::object keep,
+         uintptr_t device) {
+        drainReleases();
+        auto e = engine();
+        std::shared_ptr<StagedMemory> staged;
+        if (device) {
+          auto s = cudaStagedMemory(device, reinterpret_cast<uint8_t *>(addr),
+                                    size);
+          if (!s.ok())
+            raise(s.status());
+          staged = *s;
+        }
+        auto buf = RdmaBuffer::create(e, reinterpret_cast<void *>(addr), size,
+                                      writable, hold(keep), std::move(staged));
+        if (!buf.ok())
+          raise(buf.status());
+        return Owned{std::make_unique<RdmaBuffer>(std::move(*buf))};
+      },
+      py::arg("addr"), py::arg("size"), py::arg("writable"), py::arg("keep"),
+      py::arg("device") = 0);
 
   m.def("buffer_address", [](py::buffer obj) {
     py::buffer_info info = obj.request();

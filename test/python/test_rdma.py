@@ -5,10 +5,10 @@ Run: PYTHONPATH=build/python /usr/bin/python3 -m pytest test/python/test_rdma.py
 One Python actor owns registered tensors; the controller reads and writes
 them over the TCP fallback (no RDMA NIC here), and the other way round.
 
-RDMA moves host memory only (docs/rdma.md): a buffer over CUDA memory is
-refused by name, which test_buffers_over_device_memory checks where the
-actor has a GPU; without one the actor's tensor falls back to the CPU and
-the buffer works. The other tests register CPU memory by nature.
+test_buffers_over_device_memory runs on the test device: CUDA memory (through
+host copies, docs/rdma.md "CUDA memory") where the machine has a GPU, else
+the actor's tensor falls back to the CPU. The other tests register CPU
+memory by nature.
 """
 
 from __future__ import annotations
@@ -145,34 +145,49 @@ def test_drop_from_a_handle_reaches_the_owner(owner):
 
 
 def test_buffers_over_device_memory(owner, device):
+    """A buffer over the actor's tensor on ``device`` -- on CUDA registered
+    through a host copy its owner refreshes for each read and writes through
+    for each write -- read and written from the controller with local memory
+    on ``device`` and on the CPU; and a controller buffer on ``device`` read
+    by the actor."""
     from conftest import placed_on
 
     n = 4096
+    on = placed_on(device)
     where, buf, refused = owner.make_on.call_one("on_device", n, device).get(30)
-    assert where.startswith(placed_on(device)), where
-    if placed_on(device) == "cuda":
-        # Not supported: the binding registers host memory only (the TCP
-        # fallback copies host memory; ibverbs' dma-buf registration of GPU
-        # memory is not wired to RDMABuffer). Refused by name, on either end.
-        assert buf is None
-        code, message = refused
-        assert code == "Invalid" and "RDMA of cuda tensors is not supported" in message
-        with pytest.raises(RDMAError, match="RDMA of cuda tensors is not supported"):
-            RDMABuffer(torch.zeros(16, device="cuda"))
-        host = owner.make.call_one("host_side", 16, 0.0).get(30)
-        with pytest.raises(RDMAError, match="RDMA of cuda tensors is not supported"):
-            host.read_into(torch.empty(16, device="cuda")).get(10)
-        with pytest.raises(RDMAError, match="RDMA of cuda tensors is not supported"):
-            host.write_from(torch.zeros(16, device="cuda")).get(10)
-        return
-    # The actor's tensor is on the CPU (no GPU there, or device cpu): it works.
-    assert refused is None
-    dst = torch.empty(n, dtype=torch.float32)
-    buf.read_into(dst).get(30)
-    assert torch.equal(dst, torch.arange(n, dtype=torch.float32))
+    assert where.startswith(on), where
+    assert refused is None, refused
+    want = torch.arange(n, dtype=torch.float32)
+    for dst_device in {on, "cpu"}:
+        dst = torch.empty(n, dtype=torch.float32, device=dst_device)
+        buf.read_into(dst).get(30)
+        assert torch.equal(dst.cpu(), want), dst_device
+    # A range, at a byte offset, into memory on the device.
+    part = torch.empty(8, dtype=torch.float32, device=on)
+    buf.read_into(part, offset=100 * 4).get(30)
+    assert torch.equal(part.cpu(), want[100:108])
+    # Writes from the CPU and from the device land in the actor's tensor...
     buf.write_from(torch.full((4,), -1.0)).get(30)
-    assert torch.equal(owner.tensor.call_one("on_device").get(30)[:4], torch.full((4,), -1.0))
+    buf.write_from(torch.full((4,), -2.0, device=on), offset=4 * 4).get(30)
+    got = owner.tensor.call_one("on_device").get(30)
+    assert torch.equal(got[:8].cpu(), torch.tensor([-1.0] * 4 + [-2.0] * 4))
+    assert torch.equal(got[8:].cpu(), want[8:])
+    # ... and a later read sees them (the host copy is refreshed, not kept).
+    dst = torch.empty(8, dtype=torch.float32, device=on)
+    buf.read_into(dst).get(30)
+    assert torch.equal(dst.cpu(), got[:8].cpu())
+    # In a batch, a device destination is filled once the Future completes.
+    a, b = torch.empty(2, device=on), torch.empty(2, device=on)
+    submit([("read", buf, a, 0), ("read", buf, b, 8 * 4)]).get(30)
+    assert a.tolist() == [-1.0, -1.0] and b.tolist() == [8.0, 9.0]
     buf.drop()
+
+    # The controller's own memory on the device, read by the actor.
+    mine = torch.arange(64, dtype=torch.float32, device=on) * 3
+    local = RDMABuffer(mine)
+    raw = owner.fetch.call_one(local, 16, 4 * 4).get(30)
+    assert torch.frombuffer(bytearray(raw), dtype=torch.float32).tolist() == [12.0, 15.0, 18.0, 21.0]
+    local.drop()
 
 
 def test_refused_memory_is_named():
@@ -229,3 +244,15 @@ def test_backend_ibverbs_without_a_device_is_an_error_not_a_fallback():
     )
     out = _run_with_backend("ibverbs", code)
     assert out.startswith("MONARCH_RDMA_BACKEND=ibverbs: ")
+
+
+def test_staging_something_that_is_not_cuda_memory_is_refused():
+    """The binding's staged registration checks its device pointer: without
+    a CUDA driver, or given host memory, it is a clear error, not a buffer
+    whose transfers would copy from a bad address."""
+    import monarch._rdma as raw
+
+    host = torch.zeros(16, dtype=torch.uint8)
+    with pytest.raises(RDMAError, match="cannot register CUDA memory: (no CUDA driver|"
+                                        "address is not device memory)"):
+        raw.register(host.data_ptr(), 16, True, host, host.data_ptr())

@@ -13,7 +13,8 @@ class OwnedBuffer:
     def handle(self) -> bytes: ...
     def drop(self) -> None: ...
 
-def register(addr: int, size: int, writable: bool, keep: Any) -> OwnedBuffer: ...
+def register(addr: int, size: int, writable: bool, keep: Any, device: int = 0) -> OwnedBuffer:
+    """``device``: nonzero when ``addr`` is the host copy of that CUDA memory."""
 def buffer_address(obj: Any) -> Tuple[int, int, bool]:
     """(address, bytes, read_only) of a buffer-protocol object."""
 def submit(ops: Sequence[Tuple[str, bytes, int, int, int, Any]]) -> Transfer:

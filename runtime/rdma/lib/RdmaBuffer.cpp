@@ -13,9 +13,10 @@ Expected<RdmaBuffer> RdmaBuffer::create(void *data, size_t size, bool writable,
 
 Expected<RdmaBuffer> RdmaBuffer::create(std::shared_ptr<RdmaEngine> engine,
                                         void *data, size_t size, bool writable,
-                                        std::shared_ptr<void> keepAlive) {
-  auto handle =
-      engine->registerBuffer(data, size, writable, std::move(keepAlive));
+                                        std::shared_ptr<void> keepAlive,
+                                        std::shared_ptr<StagedMemory> staged) {
+  auto handle = engine->registerBuffer(data, size, writable,
+                                       std::move(keepAlive), std::move(staged));
   if (!handle.ok())
     return handle.status();
   return RdmaBuffer(std::move(engine), std::move(*handle));

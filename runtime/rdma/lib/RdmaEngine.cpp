@@ -135,7 +135,8 @@ BackendKind RdmaEngine::processBackend() {
 
 Expected<RdmaHandle> RdmaEngine::registerBuffer(void *data, size_t size,
                                                 bool writable,
-                                                std::shared_ptr<void> keep) {
+                                                std::shared_ptr<void> keep,
+                                                std::shared_ptr<StagedMemory> staged) {
   if (!data || size == 0)
     return Status(ErrorCode::Invalid,
                   "an RDMA buffer needs non-empty memory (got " +
@@ -145,8 +146,9 @@ Expected<RdmaHandle> RdmaEngine::registerBuffer(void *data, size_t size,
   region->size = size;
   region->writable = writable;
   region->keepAlive = keep;
+  region->staged = std::move(staged);
   RdmaHandle h;
-  if (verbsPath) {
+  if (verbsPath && !region->staged) {
     auto keys = verbsPath->registerOwned(data, size, writable, keep);
     if (!keys.ok())
       return keys.status();
@@ -222,6 +224,17 @@ void RdmaEngine::runLocal(const RdmaOp &op,
     return tracker->fail(Status(ErrorCode::Invalid, "RDMA write to read-only " +
                                                         op.remote.describe()));
   uint8_t *remote = region->data + op.remoteOffset;
+  if (region->staged) {
+    Status s = op.kind == RdmaOp::Kind::Read
+                   ? region->staged->refresh(op.remoteOffset, op.length)
+                   : region->staged->store(
+                         op.remoteOffset,
+                         static_cast<const uint8_t *>(op.local), op.length);
+    if (!s.isOk())
+      return tracker->fail(s);
+    if (op.kind == RdmaOp::Kind::Write)
+      return;
+  }
   if (op.kind == RdmaOp::Kind::Read)
     std::memmove(op.local, remote, op.length);
   else

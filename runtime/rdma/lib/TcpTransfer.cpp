@@ -42,8 +42,9 @@ void serveTcpTransfers(PeerChannel &channel,
                        std::shared_ptr<BufferTable> table) {
   std::string self = channel.address().addr;
   tbb::task_arena *arena = &channel.runtime().arena();
-  channel.serve("read", [table, self](proto::ValueMap &&args, PayloadList &&,
-                                      Responder responder) {
+  channel.serve("read", [table, self, arena](proto::ValueMap &&args,
+                                             PayloadList &&,
+                                             Responder responder) {
     auto id = wire::getInt(args, "id");
     auto offset = wire::getInt(args, "offset");
     auto length = wire::getInt(args, "length");
@@ -56,12 +57,25 @@ void serveTcpTransfers(PeerChannel &channel,
       return responder.fail(rangeError(*region, *offset, *length));
     // Sent from the registered memory itself; the region entry keeps the
     // memory's owner alive until the socket has written it.
-    PayloadList payloads;
-    payloads.emplace_back(std::shared_ptr<const void>(region),
-                          region->data + *offset, static_cast<size_t>(*length));
-    proto::Value ok;
-    ok.set_null(true);
-    responder.reply(std::move(ok), std::move(payloads));
+    auto send = [region, offset = *offset, length = *length, responder] {
+      PayloadList payloads;
+      payloads.emplace_back(std::shared_ptr<const void>(region),
+                            region->data + offset, static_cast<size_t>(length));
+      proto::Value ok;
+      ok.set_null(true);
+      responder.reply(std::move(ok), std::move(payloads));
+    };
+    if (!region->staged)
+      return send();
+    // A host copy is refreshed first, off the io thread (a GPU copy).
+    arena->enqueue([region, offset = *offset, length = *length, responder,
+                    send = std::move(send)] {
+      Status s = region->staged->refresh(static_cast<size_t>(offset),
+                                         static_cast<size_t>(length));
+      if (!s.isOk())
+        return responder.fail(s);
+      send();
+    });
   });
   channel.serve("write", [table, self, arena](proto::ValueMap &&args,
                                               PayloadList &&payloads,
@@ -82,7 +96,15 @@ void serveTcpTransfers(PeerChannel &channel,
       return responder.fail(rangeError(*region, *offset, length));
     auto copy = [region, offset = *offset, bytes = std::move(payloads[0]),
                  responder] {
-      std::memcpy(region->data + offset, bytes.data(), bytes.size());
+      if (region->staged) {
+        Status s = region->staged->store(
+            static_cast<size_t>(offset),
+            static_cast<const uint8_t *>(bytes.data()), bytes.size());
+        if (!s.isOk())
+          return responder.fail(s);
+      } else {
+        std::memcpy(region->data + offset, bytes.data(), bytes.size());
+      }
       proto::Value ok;
       ok.set_null(true);
       responder.reply(std::move(ok));
@@ -90,7 +112,7 @@ void serveTcpTransfers(PeerChannel &channel,
     // A large chunk is copied on the actor arena, like a read's chunk on
     // the requester, so the io thread goes back to the socket; a small one
     // costs less than the hand-off.
-    if (length <= static_cast<int64_t>(kInlineCopyBytes))
+    if (length <= static_cast<int64_t>(kInlineCopyBytes) && !region->staged)
       copy();
     else
       arena->enqueue(std::move(copy));

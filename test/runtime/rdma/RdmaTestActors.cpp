@@ -9,12 +9,35 @@
 #include "RdmaTestPattern.h"
 
 #include <csignal>
+#include <cstring>
 #include <unistd.h>
 
 namespace {
 
 using monarch::rdma::RdmaBuffer;
 using monarch::rdma::RdmaHandle;
+
+/// Memory reached only through copies (as a GPU's is): a StagedMemory whose
+/// "device" is a vector of the owner.
+class VectorStaged final : public monarch::rdma::StagedMemory {
+public:
+  VectorStaged(std::vector<uint8_t> &device, uint8_t *host)
+      : StagedMemory(host, device.size()), device(device) {}
+
+protected:
+  monarch::Status copyOut(size_t offset, uint8_t *to, size_t length) override {
+    std::memcpy(to, device.data() + offset, length);
+    return monarch::Status::ok();
+  }
+  monarch::Status copyIn(size_t offset, const uint8_t *from,
+                         size_t length) override {
+    std::memcpy(device.data() + offset, from, length);
+    return monarch::Status::ok();
+  }
+
+private:
+  std::vector<uint8_t> &device;
+};
 
 /// Owns one registered buffer filled with the test pattern of a seed.
 class RdmaOwner : public monarch::Actor {
@@ -28,6 +51,30 @@ public:
       throw std::runtime_error(created.status().toString());
     buffer = std::make_unique<RdmaBuffer>(std::move(*created));
     return buffer->handle();
+  }
+  /// A buffer over "device" memory holding pattern(seed), registered
+  /// through a host copy that starts zeroed (StagedMemory.h).
+  RdmaHandle allocStaged(int64_t size, int64_t seed) {
+    buffer.reset();
+    memory.assign(static_cast<size_t>(size), 0);
+    device.resize(static_cast<size_t>(size));
+    monarch::test::fillPattern(device.data(), device.size(), seed);
+    auto engine = monarch::rdma::RdmaEngine::forProcess();
+    if (!engine.ok())
+      throw std::runtime_error(engine.status().toString());
+    auto created = RdmaBuffer::create(
+        *engine, memory.data(), memory.size(), true, {},
+        std::make_shared<VectorStaged>(device, memory.data()));
+    if (!created.ok())
+      throw std::runtime_error(created.status().toString());
+    buffer = std::make_unique<RdmaBuffer>(std::move(*created));
+    return buffer->handle();
+  }
+  /// Positions of the staged buffer's "device" memory that differ from
+  /// pattern(seed).
+  int64_t deviceMismatches(int64_t seed) {
+    return static_cast<int64_t>(
+        monarch::test::mismatches(device.data(), device.size(), seed));
   }
   /// The buffer's bytes [offset, offset + length).
   monarch::Blob bytes(int64_t offset, int64_t length) {
@@ -69,11 +116,15 @@ public:
 
 private:
   std::vector<uint8_t> memory;
+  std::vector<uint8_t> device; ///< allocStaged's memory behind `memory`
   std::unique_ptr<RdmaBuffer> buffer;
 };
 
 const bool registered = monarch::ActorClass<RdmaOwner>("RdmaOwner")
                             .endpoint("alloc", &RdmaOwner::alloc)
+                            .endpoint("allocStaged", &RdmaOwner::allocStaged)
+                            .endpoint("deviceMismatches",
+                                      &RdmaOwner::deviceMismatches)
                             .endpoint("bytes", &RdmaOwner::bytes)
                             .endpoint("mismatches", &RdmaOwner::mismatches)
                             .endpoint("drop", &RdmaOwner::drop)

@@ -96,6 +96,31 @@ TEST_F(TcpFallback, ReadWrite1MiB) { roundTrip(1 << 20); }
 TEST_F(TcpFallback, ReadWrite64MiB) { roundTrip(64u << 20); }
 TEST_F(TcpFallback, ReadWrite1GiB) { roundTrip(1u << 30); }
 
+// Memory only the owner can reach (a GPU's) through its host copy: each
+// read is served from a refreshed copy, each write ends in the memory.
+TEST_F(TcpFallback, StagedMemoryIsReadFreshAndWrittenThrough) {
+  constexpr size_t size = 3 << 20; // several chunks
+  auto h = owner(0).callOne<RdmaHandle>("allocStaged", int64_t{size},
+                                        int64_t{5}).get(60s);
+  ASSERT_TRUE(h.ok()) << h.status().toString();
+  EXPECT_FALSE(h->hasVerbs()) << "a NIC would read the host copy unrefreshed";
+  std::vector<uint8_t> dst(size);
+  auto read = rdma::readInto(*h, dst.data(), size).get(60s);
+  ASSERT_TRUE(read.ok()) << read.status().toString();
+  EXPECT_EQ(mismatches(dst.data(), size, 5), 0u) << "served an unrefreshed copy";
+  // A range of it, at an offset.
+  std::vector<uint8_t> part(4096);
+  read = rdma::readInto(*h, part.data(), part.size(), 12345).get(60s);
+  ASSERT_TRUE(read.ok()) << read.status().toString();
+  EXPECT_EQ(mismatches(part.data(), part.size(), 5, 12345), 0u);
+  fillPattern(dst.data(), size, 11);
+  auto wrote = rdma::writeFrom(*h, dst.data(), size).get(60s);
+  ASSERT_TRUE(wrote.ok()) << wrote.status().toString();
+  auto bad = owner(0).callOne<int64_t>("deviceMismatches", int64_t{11}).get(60s);
+  ASSERT_TRUE(bad.ok()) << bad.status().toString();
+  EXPECT_EQ(*bad, 0) << "the write stopped in the host copy";
+}
+
 TEST_F(TcpFallback, OffsetsReadAndWriteTheirRangeOnly) {
   const size_t size = 3 * 4096 + 17;
   RdmaHandle h = alloc(0, size, 5);

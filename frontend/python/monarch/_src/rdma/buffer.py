@@ -16,10 +16,18 @@
     buf.read_into(dst).get()                       # owner -> dst
     buf.write_from(torch.zeros(512), offset=2048).get()
 
-Memory is one contiguous 1-D range on the host: a 1-D contiguous CPU tensor
-or a writable buffer (bytearray, memoryview, numpy array); ``bytes`` register
-read-only. CUDA tensors, non-contiguous or multi-dimensional tensors and empty
-memory are refused with an error. ``offset`` counts bytes.
+Memory is one contiguous 1-D range: a 1-D contiguous CPU or CUDA tensor or a
+writable buffer (bytearray, memoryview, numpy array); ``bytes`` register
+read-only. Non-contiguous or multi-dimensional tensors, other devices and
+empty memory are refused with an error. ``offset`` counts bytes.
+
+CUDA memory goes through host copies (docs/rdma.md, "CUDA memory"): a buffer
+over a CUDA tensor is registered through a pinned host copy that its owner
+refreshes for each read and writes through for each write (served by the TCP
+transport); a CUDA ``dst`` of ``read_into`` is filled when its Future
+completes, a CUDA ``src`` of ``write_from`` is copied to the host when the
+call is made. The copies are ordered after the work torch queued on the
+device's default stream.
 
 Transfers go through an RDMA NIC (libibverbs) when both procs have one, else
 over the runtime's TCP/Unix transport; :func:`backend` says which this process
@@ -28,7 +36,7 @@ uses (``"ibverbs"``, ``"tcp"`` or ``"none"``).
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 from monarch import _rdma  # type: ignore[attr-defined]
 
@@ -68,8 +76,49 @@ def is_ibverbs_available() -> bool:
     return backend() == "ibverbs"
 
 
+def _is_cuda(obj: Any) -> bool:
+    import torch
+
+    return isinstance(obj, torch.Tensor) and obj.device.type == "cuda"
+
+
+def _check_layout(obj: Any) -> None:
+    if obj.dim() != 1:
+        raise RDMAError(f"RDMA needs a 1-D tensor, got shape {tuple(obj.shape)} "
+                        "(use .view(-1) on a contiguous tensor)", "Invalid")
+    if not obj.is_contiguous():
+        raise RDMAError("RDMA needs a contiguous tensor (use .contiguous())", "Invalid")
+
+
+def _host_copy(nbytes: int) -> Any:
+    """Pinned host memory: copies to and from the GPU at full speed."""
+    import torch
+
+    return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+
+
+def _local(obj: Any, *, for_write: bool) -> Tuple[int, int, Any, Optional[Callable[[], None]]]:
+    """(address, bytes, keep, after) of a transfer's local side. A CUDA
+    tensor is staged through host memory: a write's source copied there now,
+    a read's destination filled from there once the transfer is done
+    (``after``)."""
+    if not _is_cuda(obj):
+        addr, size, _ = _memory(obj, for_write=for_write)
+        return addr, size, obj, None
+    import torch
+
+    _check_layout(obj)
+    device_bytes = obj.view(torch.uint8)
+    if not for_write:
+        host = device_bytes.cpu()  # synchronous: src as it is now
+        return host.data_ptr(), host.numel(), host, None
+    host = _host_copy(device_bytes.numel())
+    return host.data_ptr(), host.numel(), host, lambda: device_bytes.copy_(host)
+
+
 def _memory(obj: Any, *, for_write: bool) -> Tuple[int, int, bool]:
-    """(address, bytes, read_only) of a tensor or buffer, or a clear error."""
+    """(address, bytes, read_only) of host memory (a CPU tensor or a
+    buffer), or a clear error."""
     try:
         import torch
     except ImportError:  # pragma: no cover - torch is a dependency
@@ -77,9 +126,8 @@ def _memory(obj: Any, *, for_write: bool) -> Tuple[int, int, bool]:
     if torch is not None and isinstance(obj, torch.Tensor):
         if obj.device.type != "cpu":
             raise RDMAError(
-                f"RDMA of {obj.device.type} tensors is not supported: the TCP "
-                "fallback moves host memory only and CUDA registration through "
-                "dma-buf has not been built (docs/rdma.md)",
+                f"RDMA of {obj.device.type} tensors is not supported: memory is a CPU "
+                "or CUDA tensor or a buffer (docs/rdma.md)",
                 "Invalid",
             )
         if obj.dim() != 1:
@@ -132,8 +180,18 @@ def _check(result: Any) -> None:
         raise RDMAError(message, code)
 
 
-def _transfer_future(transfer: Any) -> Future:
-    return Future(HandleSource(transfer, _check))
+def _transfer_future(transfer: Any, after: Sequence[Optional[Callable[[], None]]] = ()
+                     ) -> Future:
+    """The Future of a submitted transfer; ``after`` (the staged CUDA
+    destinations' copies) run when it has succeeded."""
+    then = [a for a in after if a is not None]
+
+    def done(result: Any) -> None:
+        _check(result)
+        for copy in then:
+            copy()
+
+    return Future(HandleSource(transfer, done))
 
 
 class RDMABuffer:
@@ -141,6 +199,17 @@ class RDMABuffer:
     anywhere else (after pickling) a handle naming it."""
 
     def __init__(self, data: Any):
+        if _is_cuda(data):
+            # Through a host copy its owner keeps current (module docstring).
+            _check_layout(data)
+            size = data.numel() * data.element_size()
+            if size == 0:
+                raise RDMAError("cannot register empty memory", "Invalid")
+            host = _host_copy(size)
+            self._owned = _rdma.register(host.data_ptr(), size, True, (data, host),
+                                         data.data_ptr())
+            self._handle = self._owned.handle()
+            return
         addr, size, read_only = _memory(data, for_write=False)
         if size == 0:
             raise RDMAError("cannot register empty memory", "Invalid")
@@ -166,15 +235,15 @@ class RDMABuffer:
         """Copies ``len(dst)`` bytes of this buffer, from byte ``offset``, into
         ``dst``; the Future's ``get(timeout)`` raises :class:`RDMAError` on
         failure."""
-        addr, size, _ = _memory(dst, for_write=True)
+        addr, size, keep, after = _local(dst, for_write=True)
         return _transfer_future(_rdma.submit([("read", self._handle, _offset(offset), addr, size,
-                                               dst)]))
+                                               keep)]), [after])
 
     def write_from(self, src: Any, offset: int = 0) -> Future:
         """Copies all of ``src`` into this buffer at byte ``offset``."""
-        addr, size, _ = _memory(src, for_write=False)
+        addr, size, keep, _ = _local(src, for_write=False)
         return _transfer_future(_rdma.submit([("write", self._handle, _offset(offset), addr, size,
-                                               src)]))
+                                               keep)]))
 
     def drop(self) -> None:
         """Unregisters the memory (on its owner, from wherever this handle
@@ -198,6 +267,7 @@ def submit(ops: Sequence[Tuple[str, RDMABuffer, Any, int]]) -> Future:
         raise TypeError(f"submit takes a list of (kind, buffer, memory, offset) tuples, got "
                         f"{type(ops).__name__}")
     batch: List[tuple] = []
+    after: List[Optional[Callable[[], None]]] = []
     for i, op in enumerate(ops):
         if not isinstance(op, (tuple, list)) or len(op) != 4:
             what = (f"a {type(op).__name__} of {len(op)}" if isinstance(op, (tuple, list))
@@ -207,6 +277,7 @@ def submit(ops: Sequence[Tuple[str, RDMABuffer, Any, int]]) -> Future:
         if not isinstance(buf, RDMABuffer):
             raise TypeError(f"submit: the buffer of op {i} must be an RDMABuffer, got "
                             f"{type(buf).__name__}")
-        addr, size, _ = _memory(local, for_write=kind == "read")
-        batch.append((kind, buf._handle, _offset(offset), addr, size, local))
-    return _transfer_future(_rdma.submit(batch))
+        addr, size, keep, then = _local(local, for_write=kind == "read")
+        batch.append((kind, buf._handle, _offset(offset), addr, size, keep))
+        after.append(then)
+    return _transfer_future(_rdma.submit(batch), after)

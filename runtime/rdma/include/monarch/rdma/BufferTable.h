@@ -7,6 +7,7 @@
 #ifndef MONARCH_RDMA_BUFFERTABLE_H
 #define MONARCH_RDMA_BUFFERTABLE_H
 
+#include "monarch/rdma/StagedMemory.h"
 #include "monarch/rdma/Verbs.h"
 
 #include <map>
@@ -23,6 +24,9 @@ struct OwnedRegion {
   bool writable = true;
   std::shared_ptr<void> keepAlive;
   std::optional<MemoryKeys> verbs; ///< set when registered with a NIC
+  /// Set when `data` is the host copy of memory the transport cannot
+  /// reach (StagedMemory.h): reads refresh it, writes go through it.
+  std::shared_ptr<StagedMemory> staged;
 };
 
 class BufferTable {

@@ -28,7 +28,8 @@ public:
   static Expected<RdmaBuffer> create(std::shared_ptr<RdmaEngine> engine,
                                      void *data, size_t size,
                                      bool writable = true,
-                                     std::shared_ptr<void> keepAlive = {});
+                                     std::shared_ptr<void> keepAlive = {},
+                                     std::shared_ptr<StagedMemory> staged = {});
   RdmaBuffer(RdmaBuffer &&) = default;
   RdmaBuffer &operator=(RdmaBuffer &&other);
   ~RdmaBuffer();

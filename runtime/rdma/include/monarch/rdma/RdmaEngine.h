@@ -43,8 +43,12 @@ public:
 
   /// Owner side. `data` must stay valid until drop() and until transfers in
   /// flight finish; `keepAlive` (optional) is held that long instead.
+  /// With `staged`, `data` is the host copy of memory only the owner can
+  /// reach (StagedMemory.h): served over TCP only, never registered with
+  /// a NIC.
   Expected<RdmaHandle> registerBuffer(void *data, size_t size, bool writable,
-                                      std::shared_ptr<void> keepAlive = {});
+                                      std::shared_ptr<void> keepAlive = {},
+                                      std::shared_ptr<StagedMemory> staged = {});
   /// Later transfers on the buffer fail with a "dropped" error.
   Status dropBuffer(uint64_t id);
   size_t bufferCount() const { return table->size(); }
