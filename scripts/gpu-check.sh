@@ -11,7 +11,8 @@
 #
 #   device run:  scripts/gpu-check.sh            (carry: .gpu-debs .gpu-tools)
 #   GPU_CHECK_BUILD_ONLY=1 builds without running the tests;
-#   GPU_CHECK_ONLY="cpp python e2e" runs only those parts (default: all);
+#   GPU_CHECK_ONLY="cpp python e2e" runs only those parts (default: all but
+#   "examples", Monarch's docs examples: scripts/monarch-examples.sh);
 #   without cpp only what Python needs is built (and GPU_CHECK_TARGETS, more
 #   targets for GPU_CHECK_EXTRA). GPU_CHECK_PYTEST="ARGS" runs
 #   that part of the Python suite (default test/python); GPU_CHECK_EXTRA="CMD"
@@ -186,6 +187,16 @@ if part e2e; then
   rm -rf "$work"
   tail -n 20 "$out/e2e.log"
 fi
+# Monarch's documentation examples, unchanged (scripts/monarch-examples.sh;
+# extract them here and name .monarch-examples in the carry): only when asked
+# for (GPU_CHECK_ONLY=... examples), since their code is not in the tree;
+# informational: some need what one GPU machine lacks (spmd_ddp: 4 GPUs).
+ex_rc=0
+if [ -n "${GPU_CHECK_ONLY:-}" ] && part examples; then
+  OUT=$out scripts/monarch-examples.sh run build-gpu/python > "$out/examples.log" 2>&1
+  ex_rc=$?
+  cat "$out/examples.log"
+fi
 # GPU_CHECK_EXTRA="COMMAND": a diagnostic run in this environment (the
 # carried libraries, MONARCH_OPT, MONARCH_RUN) after the parts; its output
 # goes to $out/extra.log and does not change the verdict.
@@ -193,7 +204,7 @@ if [ -n "${GPU_CHECK_EXTRA:-}" ]; then
   (eval "$GPU_CHECK_EXTRA") > "$out/extra.log" 2>&1
   echo "extra (rc=$?):"; tail -n 30 "$out/extra.log"
 fi
-echo "gpu-check: ctest rc=$rc cross-host rc=$cross pytest rc=$py_rc e2e rc=$e2e_rc"
+echo "gpu-check: ctest rc=$rc cross-host rc=$cross pytest rc=$py_rc e2e rc=$e2e_rc examples rc=$ex_rc"
 [ "$rc" -ne 0 ] && exit $rc
 [ "$py_rc" -ne 0 ] && exit $py_rc
 [ "$e2e_rc" -ne 0 ] && exit $e2e_rc

@@ -732,11 +732,19 @@ def test_a_future_is_driven_as_a_coroutine():
 def test_extents_of_host_proc_and_actor_meshes():
     from monarch.actor import Extent, this_host
 
-    assert this_host().extent == Extent(["hosts"], [1])
+    # Monarch's local host mesh has no dimensions (hyperactor's
+    # HostMeshRef::from_host_agent: Extent::unity()); a proc mesh on it has
+    # the per_host dims only, and per_host may name "hosts" itself.
+    assert this_host().extent == Extent([], []) and this_host().extent.nelements == 1
     procs = this_host().spawn_procs(per_host={"gpus": 2}, backend="sim")
     try:
         assert isinstance(procs.extent, Extent) and procs.extent == {"gpus": 2}
         assert procs.extent.nelements == 2
+    finally:
+        procs.stop()
+    procs = this_host().spawn_procs(per_host={"hosts": 1, "gpus": 2}, backend="sim")
+    try:
+        assert procs.extent == Extent(["hosts", "gpus"], [1, 2])
     finally:
         procs.stop()
 

@@ -26,9 +26,14 @@ class HostMesh:
 
     @property
     def extent(self) -> Any:
-        """``{"hosts": N}`` as Monarch's ``Extent``."""
+        """As Monarch's ``Extent``: ``{"hosts": N}`` for a mesh of hosts; for
+        ``this_host()`` the extent without dimensions (Monarch's local host
+        mesh is a single host, not a mesh of one: its proc meshes have only
+        the ``per_host`` dims)."""
         from .shape import Extent
 
+        if self._source is None and not self._local_hosts_dim:
+            return Extent([], [])
         return Extent(["hosts"], [self._hosts])
 
     def spawn_procs(
