@@ -13,7 +13,9 @@
 #       Runs each example as its docs do (`python example.py` in its own
 #       directory; default: every extracted one) with the package at
 #       PYTHONPATH_DIR (default build/python; build-gpu/python there), each
-#       bounded by MONARCH_EXAMPLE_TIMEOUT seconds (default 120), its output
+#       bounded by MONARCH_EXAMPLE_TIMEOUT seconds (default 120), with
+#       $PYTHON (default: the first of python3, /usr/bin/python3 that has
+#       torch, as the build chooses its interpreter), its output
 #       in $OUT/example-NAME.log (OUT default .monarch-examples/logs). Prints
 #       one verdict line per example; exits non-zero if any failed.
 set -uo pipefail
@@ -37,6 +39,13 @@ case "${1:-}" in
     pkg=$(cd "${2:-build/python}" && pwd) || exit 1
     shift $(( $# >= 2 ? 2 : $# ))
     [ -d "$dest" ] || { echo "monarch-examples: nothing extracted (run: $0 extract)"; exit 1; }
+    py=${PYTHON:-}
+    if [ -z "$py" ]; then
+      for candidate in python3 /usr/bin/python3; do
+        if "$candidate" -c 'import torch' 2>/dev/null; then py=$candidate; break; fi
+      done
+      [ -n "$py" ] || { echo "monarch-examples: no python3 with torch (set PYTHON)"; exit 1; }
+    fi
     out=${OUT:-$dest/logs}
     mkdir -p "$out"
     failed=0
@@ -44,7 +53,7 @@ case "${1:-}" in
       log=$out/example-$(basename "$e").log
       start=$(date +%s)
       (cd "$dest/$(dirname "$e")" &&
-         PYTHONPATH=$pkg timeout "${MONARCH_EXAMPLE_TIMEOUT:-120}" python3 "$(basename "$e").py") \
+         PYTHONPATH=$pkg timeout "${MONARCH_EXAMPLE_TIMEOUT:-120}" "$py" "$(basename "$e").py") \
         > "$log" 2>&1
       rc=$?
       [ $rc -eq 0 ] || failed=1
@@ -54,5 +63,5 @@ case "${1:-}" in
     exit $failed
     ;;
   *)
-    sed -n '2,18p' "$0"; exit 2 ;;
+    sed -n '2,21p' "$0"; exit 2 ;;
 esac
