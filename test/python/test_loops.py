@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Any, List
+from typing import Any, List, Tuple
 
 import pytest
 import torch
@@ -120,10 +120,7 @@ def test_a_body_that_changes_is_unrolled_with_one_warning(device):
         programs._release(mesh)
         return out
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        tr = monarch.trace(growing, "sim", device)
-    said = [str(w.message) for w in caught if "monarch.range" in str(w.message)]
+    tr, said = _trace_with_range_warnings(growing, device)
     assert len(said) == 1
     # It names where the two iterations part: the sum over one more tensor.
     assert re.search(r"instruction \d+ of the body, aten::add.Tensor at \S*test_loops\.py:\d+, "
@@ -171,53 +168,65 @@ def test_break_ends_a_traced_loop_there(iterations, device):
     _close(tr.run(backend="c"), [want])
 
 
+def _drop_after_next_collection(obj: Any) -> Any:
+    """Holds ``obj`` on a thread that lets it go as soon as the next garbage
+    collection ends -- as autograd's device thread lets go of a graph's
+    tensors after ``backward()`` returned. Returns the join to call."""
+    import gc
+    import threading
+
+    collected = threading.Event()
+    holder = [obj]
+
+    def on_gc(phase: str, info: Any) -> None:
+        if phase == "stop":
+            collected.set()
+
+    def drop() -> None:
+        assert collected.wait(30)
+        holder.clear()
+
+    gc.callbacks.append(on_gc)
+    thread = threading.Thread(target=drop)
+    thread.start()
+
+    def join() -> None:
+        thread.join(30)
+        gc.callbacks.remove(on_gc)
+
+    return join
+
+
+def _trace_with_range_warnings(program: Any, device: str) -> Tuple[Any, List[str]]:
+    """``monarch.trace`` of ``program``, and what monarch.range warned."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tr = monarch.trace(program, "sim", device)
+    return tr, [str(w.message) for w in caught if "monarch.range" in str(w.message)]
+
+
 def test_a_handle_another_thread_drops_late_is_not_a_result(device):
     """A backward through CUDA tensors runs on autograd's device thread, which
     lets go of the graph's tensors only after the caller resumed: the end of
     a body must not count a tensor on its way out as a result. Here the
     second iteration's tensor is held by a thread that drops it right after
     the first collection of the body's end; the loop still rolls."""
-    import gc
-    import threading
 
     def late_drop(backend: str, device: str) -> List[Any]:
         mesh = programs._spawn(backend, {"gpu": 2})
-        threads = []
         with mesh.activate():
             acc = torch.zeros(3, device=device)
-            for step in monarch.range(3):
+            for k, step in enumerate(monarch.range(3)):
                 t = torch.ones(3, device=device) * step
                 acc = acc + t
-                if not threads:  # the first iteration leaves t to Python's frame
-                    threads.append(None)
-                    t = None
-                    continue
-                if len(threads) == 1:
-                    collected = threading.Event()
-                    holder = [t]
-
-                    def on_gc(phase: str, info: Any) -> None:
-                        if phase == "stop":
-                            collected.set()
-
-                    def drop_after_collection() -> None:
-                        assert collected.wait(30)
-                        holder.clear()
-
-                    gc.callbacks.append(on_gc)
-                    th = threading.Thread(target=drop_after_collection)
-                    th.start()
-                    threads.append(th)
+                if k == 1:
+                    join = _drop_after_next_collection(t)
                 t = None
-            threads[1].join(30)
-            gc.callbacks.remove(on_gc)
+            join()
             out = [monarch.inspect(acc, gpu=0)]
         programs._release(mesh)
         return out
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        tr = monarch.trace(late_drop, "sim", device)
-    said = [str(w.message) for w in caught if "monarch.range" in str(w.message)]
+    tr, said = _trace_with_range_warnings(late_drop, device)
     assert not said, said
     assert tr.to_mlir().count("scf.for") == 1

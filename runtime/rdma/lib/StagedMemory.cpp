@@ -16,19 +16,25 @@
 namespace monarch::rdma {
 
 Status StagedMemory::refresh(size_t offset, size_t length) {
-  if (offset > size || length > size - offset)
-    return Status(ErrorCode::Invalid, "staged range outside the buffer");
+  if (Status s = checkRange(offset, length); !s.isOk())
+    return s;
   std::lock_guard<std::mutex> lock(mu);
   return copyOut(offset, host + offset, length);
 }
 
 Status StagedMemory::store(size_t offset, const uint8_t *bytes,
                            size_t length) {
-  if (offset > size || length > size - offset)
-    return Status(ErrorCode::Invalid, "staged range outside the buffer");
+  if (Status s = checkRange(offset, length); !s.isOk())
+    return s;
   std::lock_guard<std::mutex> lock(mu);
   std::memcpy(host + offset, bytes, length);
   return copyIn(offset, host + offset, length);
+}
+
+Status StagedMemory::checkRange(size_t offset, size_t length) const {
+  if (offset > size || length > size - offset)
+    return Status(ErrorCode::Invalid, "staged range outside the buffer");
+  return Status::ok();
 }
 
 namespace {

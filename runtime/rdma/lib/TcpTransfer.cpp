@@ -58,6 +58,12 @@ void serveTcpTransfers(PeerChannel &channel,
     // Sent from the registered memory itself; the region entry keeps the
     // memory's owner alive until the socket has written it.
     auto send = [region, offset = *offset, length = *length, responder] {
+      if (region->staged) {
+        Status s = region->staged->refresh(static_cast<size_t>(offset),
+                                           static_cast<size_t>(length));
+        if (!s.isOk())
+          return responder.fail(s);
+      }
       PayloadList payloads;
       payloads.emplace_back(std::shared_ptr<const void>(region),
                             region->data + offset, static_cast<size_t>(length));
@@ -65,17 +71,11 @@ void serveTcpTransfers(PeerChannel &channel,
       ok.set_null(true);
       responder.reply(std::move(ok), std::move(payloads));
     };
-    if (!region->staged)
-      return send();
-    // A host copy is refreshed first, off the io thread (a GPU copy).
-    arena->enqueue([region, offset = *offset, length = *length, responder,
-                    send = std::move(send)] {
-      Status s = region->staged->refresh(static_cast<size_t>(offset),
-                                         static_cast<size_t>(length));
-      if (!s.isOk())
-        return responder.fail(s);
+    // A host copy is refreshed off the io thread (it is a GPU copy).
+    if (region->staged)
+      arena->enqueue(std::move(send));
+    else
       send();
-    });
   });
   channel.serve("write", [table, self, arena](proto::ValueMap &&args,
                                               PayloadList &&payloads,

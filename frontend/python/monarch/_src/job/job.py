@@ -15,6 +15,7 @@ import importlib
 import logging
 import os
 import pickle
+import secrets
 import uuid
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -29,6 +30,22 @@ DEFAULT_JOB_PATH: str = ".monarch/job_state.pkl"
 _MONARCH_DIR = ".monarch"
 _STATE_FILE = "state.pkl"
 _SPEC_FILE = "spec"
+
+
+def job_secret_file(directory: str) -> str:
+    """Where a job whose hosts are ``monarch-host`` agents keeps its secret
+    (the agents' ``--secret-file``): in the job's own 0700 directory."""
+    return os.path.join(directory, "job.secret")
+
+
+def write_job_secret(directory: str) -> str:
+    """A new job secret (32 random bytes, hex) at ``job_secret_file``, mode
+    0600 and never over an existing file; returns its path."""
+    path = job_secret_file(directory)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32) + "\n")
+    return path
 
 
 class JobState:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import shutil
 import signal
 import subprocess
@@ -24,7 +23,7 @@ from typing import Any, Dict, List, NamedTuple, Optional
 
 from ..actor.host_mesh import attach_hosts
 from ..common.binaries import build_binary
-from .job import JobState, JobTrait
+from .job import JobState, JobTrait, job_secret_file, write_job_secret
 
 _SERVING = re.compile(r"serving on tcp://(\S+)")
 _START_TIMEOUT_S = 30.0
@@ -67,7 +66,7 @@ class ProcessJob(JobTrait):
     @property
     def _secret_file(self) -> str:
         assert self._dir is not None
-        return os.path.join(self._dir, "job.secret")
+        return job_secret_file(self._dir)
 
     # -- JobTrait ------------------------------------------------------------------
     def _create(self, client_script: Optional[str]) -> None:
@@ -78,10 +77,7 @@ class ProcessJob(JobTrait):
             raise RuntimeError("ProcessJob: no monarch-host binary in the build tree (build "
                                "target monarch-host)")
         self._dir = tempfile.mkdtemp(prefix="monarch-process-job-")
-        fd = os.open(self._secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
-                     0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_hex(32) + "\n")
+        write_job_secret(self._dir)
         try:
             for mesh, count in self._meshes.items():
                 for i in range(count):

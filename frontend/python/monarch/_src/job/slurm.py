@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import shlex
 import shutil
 import subprocess
@@ -27,7 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ..actor.host_mesh import attach_hosts
 from ..common.binaries import build_binary
-from .job import JobState, JobTrait
+from .job import JobState, JobTrait, job_secret_file, write_job_secret
 
 # "3: monarch-host: host 'node1' serving on tcp://10.0.0.2:4000" (srun --label).
 _SERVING = re.compile(r"^\s*(\d+): monarch-host: host '[^']*' serving on tcp://(\S+)",
@@ -132,7 +131,7 @@ class SlurmJob(JobTrait):
     @property
     def _secret_file(self) -> str:
         assert self._dir is not None
-        return os.path.join(self._dir, "job.secret")
+        return job_secret_file(self._dir)
 
     @property
     def _output(self) -> str:
@@ -153,10 +152,7 @@ class SlurmJob(JobTrait):
         os.makedirs(self._log_dir, exist_ok=True)
         self._dir = tempfile.mkdtemp(prefix=f"{self._job_name}-", dir=self._log_dir)
         try:
-            fd = os.open(self._secret_file,
-                         os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_hex(32) + "\n")
+            write_job_secret(self._dir)
             script = os.path.join(self._dir, "job.sbatch")
             with open(script, "w") as f:
                 f.write(self._batch_script(binary))
@@ -215,18 +211,17 @@ class SlurmJob(JobTrait):
         deadline = time.monotonic() + self._start_timeout
         found: Dict[int, str] = {}
         while True:
+            # The state before the output: whatever a job wrote before it
+            # ended is in what is read after.
+            state = _squeue_state(self._job_id)
             text = _read(self._output)
             for m in _SERVING.finditer(text):
                 found[int(m.group(1))] = m.group(2)
-            if len(found) == tasks and set(found) == set(range(tasks)):
+            if set(found) == set(range(tasks)):
                 return [found[t] for t in range(tasks)]
-            state = _squeue_state(self._job_id)
-            if state is not None and state not in _LIVE_STATES:
-                raise RuntimeError(f"SlurmJob: SLURM job {self._job_id} ended ({state}) before "
-                                   f"its agents reported ({len(found)} of {tasks}); its "
-                                   f"output:\n{_tail(text)}")
-            if state is None and len(found) < tasks and _read(self._output) == text:
-                raise RuntimeError(f"SlurmJob: SLURM job {self._job_id} is gone before its "
+            if state not in _LIVE_STATES:
+                ended = f"ended ({state})" if state else "is gone"
+                raise RuntimeError(f"SlurmJob: SLURM job {self._job_id} {ended} before its "
                                    f"agents reported ({len(found)} of {tasks}); its "
                                    f"output:\n{_tail(text)}")
             if time.monotonic() > deadline:

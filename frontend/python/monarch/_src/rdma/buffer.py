@@ -130,14 +130,7 @@ def _memory(obj: Any, *, for_write: bool) -> Tuple[int, int, bool]:
                 "or CUDA tensor or a buffer (docs/rdma.md)",
                 "Invalid",
             )
-        if obj.dim() != 1:
-            raise RDMAError(
-                f"RDMA needs a 1-D tensor, got shape {tuple(obj.shape)} "
-                "(use .view(-1) on a contiguous tensor)",
-                "Invalid",
-            )
-        if not obj.is_contiguous():
-            raise RDMAError("RDMA needs a contiguous tensor (use .contiguous())", "Invalid")
+        _check_layout(obj)
         if obj.numel() and not obj.data_ptr():
             raise RDMAError(
                 f"RDMA needs a tensor with host memory; this {type(obj).__name__} has no "
@@ -199,21 +192,18 @@ class RDMABuffer:
     anywhere else (after pickling) a handle naming it."""
 
     def __init__(self, data: Any):
+        device, keep = 0, data
         if _is_cuda(data):
             # Through a host copy its owner keeps current (module docstring).
             _check_layout(data)
-            size = data.numel() * data.element_size()
-            if size == 0:
-                raise RDMAError("cannot register empty memory", "Invalid")
-            host = _host_copy(size)
-            self._owned = _rdma.register(host.data_ptr(), size, True, (data, host),
-                                         data.data_ptr())
-            self._handle = self._owned.handle()
-            return
-        addr, size, read_only = _memory(data, for_write=False)
+            host = _host_copy(data.numel() * data.element_size())
+            addr, size, read_only = host.data_ptr(), host.numel(), False
+            device, keep = data.data_ptr(), (data, host)
+        else:
+            addr, size, read_only = _memory(data, for_write=False)
         if size == 0:
             raise RDMAError("cannot register empty memory", "Invalid")
-        self._owned = _rdma.register(addr, size, not read_only, data)
+        self._owned = _rdma.register(addr, size, not read_only, keep, device)
         self._handle: bytes = self._owned.handle()
 
     @classmethod

@@ -46,6 +46,8 @@ protected:
   virtual Status copyIn(size_t offset, const uint8_t *from, size_t length) = 0;
 
 private:
+  Status checkRange(size_t offset, size_t length) const;
+
   std::mutex mu;
   uint8_t *host;
   size_t size;
@@ -53,8 +55,9 @@ private:
 
 /// CUDA device memory at `device` (a device pointer of this process) staged
 /// through `host`. The copies use the CUDA driver of this process
-/// (libcuda.so.1, loaded by torch once it has a CUDA tensor), in the
-/// memory's own context: nothing CUDA is needed to build this. Synchronous
+/// (libcuda.so.1, loaded by torch once it has a CUDA tensor), in the primary
+/// context of the memory's device (torch's): nothing CUDA is needed to build
+/// this. Synchronous
 /// copies on the legacy default stream: ordered after the work torch
 /// issued on it, not after other streams' (synchronize those first).
 /// Invalid when there is no CUDA driver or `device` is not device memory.
