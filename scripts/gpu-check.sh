@@ -193,7 +193,9 @@ fi
 # informational: some need what one GPU machine lacks (spmd_ddp: 4 GPUs).
 ex_rc=0
 if [ -n "${GPU_CHECK_ONLY:-}" ] && part examples; then
-  OUT=$out scripts/monarch-examples.sh run build-gpu/python > "$out/examples.log" 2>&1
+  # GPU_CHECK_EXAMPLES="NAME...": only those (default: all of them).
+  OUT=$out scripts/monarch-examples.sh run build-gpu/python ${GPU_CHECK_EXAMPLES:-} \
+    > "$out/examples.log" 2>&1
   ex_rc=$?
   cat "$out/examples.log"
 fi

@@ -32,6 +32,7 @@
 
 #include "monarch/runtime/Monarch.h"
 #include "monarch/runtime/host/HostMesh.h"
+#include "monarch/runtime/proc/AttachedProcs.h"
 #include "monarch/runtime/proc/MeshState.h"
 #include "monarch/runtime/proc/Port.h"
 #include "monarch/runtime/proc/Runtime.h"
@@ -368,21 +369,17 @@ public:
     auto root = monarch::mesh::MeshView::root(shape);
     if (!root.ok())
       throw py::value_error(root.error().message);
-    if (static_cast<size_t>(root->size()) != procRanks.size())
-      throw py::value_error(
-          "attach_actors: " + std::to_string(procRanks.size()) +
-          " proc ranks for an actor mesh of " + std::to_string(root->size()));
     std::vector<uint32_t> ranks;
     for (int64_t r : procRanks) {
-      if (r < 0 || static_cast<size_t>(r) >= attached->slots.size())
+      if (r < 0)
         throw py::value_error("attach_actors: no proc rank " +
                               std::to_string(r));
       ranks.push_back(static_cast<uint32_t>(r));
     }
-    auto state = std::make_shared<monarch::ActorMeshState>(
-        attached, name, std::move(ranks), 1u, *root);
-    attached->addActorMesh(state);
-    return PyActors(monarch::ActorMesh(state, *root));
+    auto made = monarch::attachActorMesh(attached, name, ranks, *root);
+    if (!made.ok())
+      throw py::value_error(made.status().message());
+    return PyActors(std::move(made.value()));
   }
 
   /// Spawns "monarch.PythonActor" on every proc of the view.
@@ -456,43 +453,18 @@ PyProcs attachProcs(const std::string &name,
     throw py::value_error("attach_procs: " + std::to_string(addrs.size()) +
                           " addresses for a mesh of " +
                           std::to_string(root->size()));
-  monarch::Runtime &rt = monarch::Runtime::ofProcess();
-  auto state = std::make_shared<monarch::ProcMeshState>(rt, name, *root);
-  state->attached = true; // another process owns these procs
-  {
-    std::lock_guard<std::mutex> guard(state->mu);
-    state->slots.resize(addrs.size());
-    for (size_t r = 0; r < addrs.size(); ++r) {
-      auto &slot = state->slots[r];
-      slot.addr = addrs[r];
-      slot.ready = !addrs[r].empty();
-      slot.alive = !addrs[r].empty();
-      if (addrs[r].empty())
-        slot.failure = "not reachable from this process";
-    }
-  }
   auto log = std::make_shared<EventLog>();
-  state->setHook(queueingHook(log, key));
-  std::weak_ptr<monarch::ProcMeshState> weak = state;
-  for (size_t r = 0; r < addrs.size(); ++r) {
-    if (addrs[r].empty())
-      continue;
-    uint32_t rank = static_cast<uint32_t>(r);
-    std::optional<monarch::Expected<std::shared_ptr<monarch::transport::Link>>>
-        link;
-    {
-      py::gil_scoped_release release;
-      link.emplace(rt.link(addrs[r]));
-    }
-    if (!link->ok()) {
-      state->procFailed(rank, "unreachable (" + link->status().message() + ")");
-      continue;
-    }
-    (**link)->onClose([weak, rank](const monarch::Status &why) {
-      if (auto st = weak.lock())
-        st->procFailed(rank, "connection lost (" + why.message() + ")");
-    });
+  std::optional<monarch::Expected<std::shared_ptr<monarch::ProcMeshState>>>
+      attached;
+  {
+    py::gil_scoped_release release;
+    attached.emplace(monarch::attachProcMesh(monarch::Runtime::ofProcess(),
+                                             name, *root, addrs,
+                                             queueingHook(log, key)));
   }
+  if (!attached->ok())
+    throw std::runtime_error(attached->status().message());
+  auto state = attached->value();
   return PyProcs(monarch::ProcMesh(state, *root), std::move(log),
                  escalationPort(key), key, true, state);
 }

@@ -106,9 +106,9 @@ TensorFunction pythonFunction(const std::string &name,
 /// belongs to actor mesh `actor`, with the local shards.
 class PythonActorBridge : public monarch::tensor::ActorBridge {
 public:
-  std::vector<at::Tensor> call(const std::string &actor,
-                               const std::string &endpoint,
+  std::vector<at::Tensor> call(const monarch::plan::CallActor &call,
                                const std::vector<c10::IValue> &args) override {
+    const std::string &actor = call.actor(), &endpoint = call.endpoint();
     py::gil_scoped_acquire gil;
     try {
       py::list in;

@@ -1366,10 +1366,10 @@ struct Executor::Impl {
       return failStatic(inst, "no actor bridge attached to this worker",
                         definedRefs(inst));
     auto actors = options.actors;
-    std::string actor = call.actor(), endpoint = call.endpoint();
+    auto what = std::make_shared<const plan::CallActor>(call);
     callWith(inst, call.args(), call.results(),
-             [actors, actor, endpoint](const std::vector<c10::IValue> &args) {
-               return actors->call(actor, endpoint, args);
+             [actors, what](const std::vector<c10::IValue> &args) {
+               return actors->call(*what, args);
              });
   }
 

@@ -661,10 +661,9 @@ RegisterFunction twice("test.twice", [](const std::vector<c10::IValue> &a) {
 
 class Doubler : public ActorBridge {
 public:
-  std::vector<at::Tensor> call(const std::string &actor,
-                               const std::string &endpoint,
+  std::vector<at::Tensor> call(const plan::CallActor &call,
                                const std::vector<c10::IValue> &args) override {
-    calls.push_back(actor + "." + endpoint);
+    calls.push_back(call.actor() + "." + call.endpoint());
     return {args.at(0).toTensor() * 2};
   }
   std::vector<std::string> calls;

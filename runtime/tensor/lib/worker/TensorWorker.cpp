@@ -2,6 +2,8 @@
 
 #include "monarch/tensor/TensorWorker.h"
 
+#include "RemoteActorBridge.h"
+
 #include "monarch/runtime/actor/Actor.h"
 #include "monarch/runtime/host/HostAddresses.h"
 #include "monarch/runtime/proc/Port.h"
@@ -90,7 +92,12 @@ public:
     if (const char *bind = std::getenv("MONARCH_BIND_CORES");
         bind && std::string(bind) == "1")
       bindToCoreShare(context().rank, options.rootShape);
-    options.actors = processActorBridge(); // rref: actors of this process
+    // rref: the actors of this process (a Python tensor worker), else
+    // those in processes of their own, reached through the call's route.
+    options.actors = processActorBridge();
+    if (!options.actors)
+      options.actors =
+          std::make_shared<RemoteActorBridge>(options.rank, options.timeout);
     options.health = std::make_shared<PeerHealth>();
     std::shared_ptr<Store> store;
     if (!config.store_addr().empty()) {

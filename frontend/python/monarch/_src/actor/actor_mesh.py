@@ -449,16 +449,12 @@ class Endpoint:
 
     def rref(self, *args: Any, **kwargs: Any) -> Any:
         """Every actor, on distributed tensors: each actor's endpoint gets its
-        rank's local shards, in the process of that rank's tensor worker, and
-        the tensors it returns form the result (distributed tensors, shapes
-        from ``@endpoint(propagate=...)``; see the tensor engine's ``rref``)."""
+        rank's local shards (in the process of that rank's tensor worker, or
+        copies sent to the actor's own process from a native one), and the
+        tensors it returns form the result (distributed tensors, shapes from
+        ``@endpoint(propagate=...)``; see the tensor engine's ``rref``)."""
         mesh = self._mesh
         mesh._check_alive()
-        if not mesh._state.beside_tensor_workers:
-            raise NotImplementedError(
-                f"rref on '{mesh._name}': its actors are not beside the tensor workers; spawn "
-                "them on a mesh made with this_host().spawn_procs(..., tensor_worker='python') "
-                "(backend 'c')")
         return engine().rref(mesh, self._name, self._property(), args, kwargs)
 
     def _property(self) -> EndpointProperty:

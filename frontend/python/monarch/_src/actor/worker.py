@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import pickle
@@ -374,8 +375,29 @@ def _log_level(instance: Any, frames: List[Any], flags: int) -> List[Any]:
     return [] if flags & FLAG_NO_REPLY else pickling.dumps(("ok", None))
 
 
+# The tensor layer's half of rref from native tensor workers: a plug-in found
+# by module name (as tensor_engine.py finds the engine), since this layer
+# never imports the tensor one and an actor that is never called so never
+# imports torch.
+RREF_MODULE = "monarch._src.tensor.remote_exec"
+
+
+def _rref(instance: Any, frames: List[Any], flags: int) -> List[Any]:
+    """rref from the native tensor worker of this actor's rank: frames and
+    reply are plan messages (``remote_exec.serve_actor_call``), not pickles.
+    A stopped actor answers with an error (``run_in`` refuses it)."""
+    info = instance.__dict__.get("_monarch_context") or {}
+
+    def fatal(reason: str) -> None:
+        instance.__dict__["_monarch_stopped"] = reason
+        _report_failure(info, reason)
+
+    return importlib.import_module(RREF_MODULE).serve_actor_call(instance, frames, fatal)
+
+
 # Calls of the frontend itself, not endpoints (they run on stopped actors too).
-_INTERNAL = {"__monarch_stop__": _stop, "__monarch_log_level__": _log_level}
+_INTERNAL = {"__monarch_stop__": _stop, "__monarch_log_level__": _log_level,
+             "__monarch_rref__": _rref}
 
 
 def local_actor(mesh: str) -> Any:

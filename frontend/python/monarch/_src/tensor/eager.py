@@ -81,13 +81,16 @@ class EagerSink:
         self.s.send(inst, types_of(results))
 
     def call_actor(self, actor: str, endpoint: str, args: Sequence[Any], results: List[Any],
-                   mesh: Any, stream: Any, loc: str) -> None:
-        """An endpoint of the actors beside the workers, on local shards (rref)."""
+                   mesh: Any, stream: Any, loc: str, route: Any = None) -> None:
+        """An endpoint of the ranks' actors on their local shards (rref): beside
+        the workers, or at ``route`` (a plan ActorRoute) in processes of their own."""
         mid, sid = self._ids(mesh, stream)
         inst = self.s.instruction(mid, sid, loc)
         call = inst.call_actor
         call.actor = actor
         call.endpoint = endpoint
+        if route is not None:
+            call.route.CopyFrom(route)
         for a in args:
             call.args.append(to_value(a, "", lambda t: t._ref.id))
         call.results.extend(r._ref.id for r in results)

@@ -8,6 +8,7 @@ from typing import Any, Callable, ContextManager, Dict, List, Optional, Sequence
 
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from ..backend.plan import plan
 from . import api  # noqa: F401  (registers the tensor class results are made as)
 from . import tracing
 from .core import TensorCore
@@ -55,19 +56,40 @@ def rref(actor_mesh: Any, endpoint: str, prop: Any, args: Tuple[Any, ...],
                          "from fake inputs (the arguments without self)")
     state = actor_mesh._state
     name = actor_mesh._name
+    route = _route(actor_mesh, endpoint)
     key = (name, endpoint)
     cached = state.cached_meta.get(key)
     if cached is None:
         probe_endpoint = META_PREFIX + endpoint
         cached = state.cached_meta[key] = CachedMeta(
             lambda sink, a, results, pm, stream, loc: sink.call_actor(
-                name, probe_endpoint, a, results, pm, stream, loc))
+                name, probe_endpoint, a, results, pm, stream, loc, route))
     return call_distributed(
         f"endpoint {name}.{endpoint}", prop._fn, propagate, args, kwargs,
         actor_mesh._proc_mesh,
         lambda sink, a, results, pm, stream, loc: sink.call_actor(
-            name, endpoint, a, results, pm, stream, loc),
+            name, endpoint, a, results, pm, stream, loc, route),
         skip_self=True, probe=cached.meta)
+
+
+def _route(actor_mesh: Any, endpoint: str) -> Optional["plan.ActorRoute"]:
+    """Where native tensor workers find the actors of ``actor_mesh`` (None:
+    they share the Python tensor workers' processes). The actor procs have
+    the tensor workers' root shape and ranks (actor/procs.py)."""
+    state = actor_mesh._state
+    if state.beside_tensor_workers:
+        return None
+    session = actor_mesh._proc_mesh._tensor_session() if actor_mesh._proc_mesh else None
+    if session is None or session.backend_kind != "c":
+        raise NotImplementedError(
+            f"rref of {actor_mesh._name}.{endpoint}: the '{getattr(session, 'backend_kind', '?')}'"
+            " backend has no worker processes to run it on; use backend 'c'")
+    if state.attached:
+        raise NotImplementedError(
+            f"rref of {actor_mesh._name}.{endpoint}: these actors were passed to this process "
+            "by reference; call rref from the process that spawned them")
+    return plan.ActorRoute(procs=state.name, proc_addrs=state.addrs(),
+                           mesh=actor_mesh._cname, proc_ranks=actor_mesh._root_ranks)
 
 
 def local_shards(proc_mesh: Any, actor_ranks: Callable[[], Sequence[int]], what: str,

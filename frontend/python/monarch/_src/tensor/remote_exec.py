@@ -8,7 +8,8 @@ tensor-worker kinds run it here: the Python tensor worker through the
 resolver its extension installs in the executor's function registry
 (frontend/csrc/TensorWorker.cpp), the in-process simulation (``sim``)
 directly. A ``call_actor`` instruction (``rref``) runs an endpoint of this
-process's actor (:func:`call_actor`). Arguments arrive converted (distributed
+process's actor (:func:`call_actor`), or, from a native tensor worker, of the
+rank's actor in its own process (:func:`serve_actor_call`). Arguments arrive converted (distributed
 tensors as the rank's local shards); the function returns a tensor or a
 tuple/list of them.
 """
@@ -16,6 +17,7 @@ tuple/list of them.
 from __future__ import annotations
 
 import importlib
+import traceback
 from typing import Any, Callable, Dict, List, Tuple
 
 import torch
@@ -93,12 +95,83 @@ def call_actor(mesh: str, endpoint: str, args: List[Any]) -> List[torch.Tensor]:
     """The rref adverb on a Python tensor worker: the executor calls the
     endpoint of this process's actor of ``mesh`` with the local shards (on its
     stream thread); the tensors returned become the results' shards."""
+    from ..actor import worker  # the actor runtime: not imported to trace
+
+    return _run_endpoint(worker.local_actor(mesh), mesh, endpoint, args)
+
+
+def _run_endpoint(instance: Any, mesh: str, endpoint: str,
+                  args: List[Any]) -> List[torch.Tensor]:
     meta = endpoint.startswith(META_PREFIX)
     name = endpoint[len(META_PREFIX):] if meta else endpoint
-    from ..actor import worker  # the actor runtime: not imported to trace
+    from ..actor import worker
     from ..actor.actor import endpoint_function
 
-    instance = worker.local_actor(mesh)
     out = worker.run_in(instance, endpoint_function(type(instance), name), *args)
     single, tensors = flatten(out, f"endpoint {mesh}.{name}")
     return [encode_meta(single, tensors)] if meta else tensors
+
+
+def serve_actor_call(instance: Any, frames: List[Any],
+                     fatal: Callable[[str], None]) -> List[bytes]:
+    """The rref adverb on a native tensor worker, in the actor's own process
+    (the actor's internal ``__monarch_rref__`` call, worker.py): frames[0] is
+    a plan ``ActorCallRequest`` from the rank's worker (runtime/tensor/lib/
+    worker/RemoteActorBridge.h); the reply is one ``ActorCallReply`` frame. An
+    endpoint's exception is the reply's error; a BaseException that is not an
+    Exception also stops the actor (``fatal``), as it would from any adverb."""
+    from ..backend.plan import plan
+    from .values import tensor_data
+
+    info = instance.__dict__.get("_monarch_context") or {}
+    mesh = str(info.get("mesh"))
+    reply = plan.ActorCallReply()
+    where = f"{mesh}[{info.get('rank')}]"
+    try:
+        request = plan.ActorCallRequest.FromString(bytes(frames[0]))
+        where += "." + request.endpoint.replace(META_PREFIX, "")
+        devices = iter(request.devices)
+        args = [_from_value(v, devices) for v in request.args]
+        for t in _run_endpoint(instance, mesh, request.endpoint, args):
+            reply.results.append(tensor_data(t))
+            reply.devices.append(t.device.type)
+    except Exception as e:  # noqa: BLE001 - the worker fails the instruction with it
+        reply = plan.ActorCallReply(error=_endpoint_error(where, e))
+    except BaseException as e:  # noqa: BLE001 - not an Exception: the actor fails
+        reason = _endpoint_error(where, e)
+        fatal(reason)
+        reply = plan.ActorCallReply(error=reason)
+    return [reply.SerializeToString()]
+
+
+def _endpoint_error(where: str, e: BaseException) -> str:
+    """The error first (as the Python tensor worker's bridge reports it), then
+    where it was raised."""
+    return (f"{type(e).__name__}: {e}\n(endpoint {where}, called by rref, raised it:\n"
+            f"{traceback.format_exc().rstrip()})")
+
+
+def _from_value(v: Any, devices: Any) -> Any:
+    """A plan Value of an ActorCallRequest as the endpoint's argument; a
+    tensor goes onto its device type in this process (``cuda``: the current
+    device)."""
+    from .values import from_tensor_data
+
+    kind = v.WhichOneof("kind")
+    if kind == "tensor":
+        t = from_tensor_data(v.tensor)
+        device = next(devices, "cpu")
+        return t.to(device) if device != "cpu" else t
+    if kind == "list":
+        return [_from_value(e, devices) for e in v.list.values]
+    if kind in ("int_list", "float_list", "bool_list"):
+        return list(getattr(v, kind).values)
+    if kind == "none" or kind is None:
+        return None
+    if kind == "device":
+        return torch.device(v.device.spec)
+    if kind == "scalar":
+        return getattr(v.scalar, v.scalar.WhichOneof("kind"))
+    if kind in ("int_value", "float_value", "bool_value", "string_value"):
+        return getattr(v, kind)
+    raise TypeError(f"rref: an argument of kind {kind} cannot reach an actor")

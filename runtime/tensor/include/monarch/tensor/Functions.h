@@ -12,6 +12,8 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
 
+#include "monarch/tensor/plan.pb.h"
+
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -57,14 +59,16 @@ struct RegisterFunction {
   }
 };
 
-/// Implemented by the worker actor: calls an endpoint of an actor on the same
-/// proc with local shards (the `rref` adverb).
+/// Calls an endpoint of this rank's actor with local shards (the `rref`
+/// adverb): `call` is the instruction (actor mesh, endpoint, and -- for actors
+/// in processes of their own -- the route to them), `args` its converted
+/// arguments. The Python tensor worker's bridge runs actors of its own
+/// process; a native worker's (RemoteActorBridge.h) messages the actor's.
 class ActorBridge {
 public:
   virtual ~ActorBridge() = default;
-  virtual std::vector<at::Tensor>
-  call(const std::string &actor, const std::string &endpoint,
-       const std::vector<c10::IValue> &args) = 0;
+  virtual std::vector<at::Tensor> call(const plan::CallActor &call,
+                                       const std::vector<c10::IValue> &args) = 0;
 };
 
 /// The bridge the tensor workers of this process give their executors (the
