@@ -234,10 +234,10 @@ def test_broadcast_then_call(procs):
     assert c.get.call().get().values() == [3, 3, 13, 13]
 
 
-def test_rref_needs_actors_beside_tensor_workers(counters):
-    # These actors live in their own processes (the mesh's tensors are
-    # simulated in the controller): no local shards to give them.
-    with pytest.raises(NotImplementedError, match="tensor_worker='python'"):
+def test_rref_needs_worker_processes(counters):
+    # The mesh's tensors are simulated in the controller: no worker holds
+    # local shards to give these actors.
+    with pytest.raises(NotImplementedError, match="'sim' backend has no worker processes"):
         counters.get.rref()
 
 

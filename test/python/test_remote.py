@@ -266,6 +266,10 @@ class LinearActor(Actor):
     def count(self) -> int:
         return self.calls
 
+    @endpoint(propagate=lambda x: x)
+    def refuse(self, x):
+        raise ValueError(f"refused on rank {current_rank()['gpu']}")
+
     @endpoint
     def pid(self) -> int:
         return os.getpid()
@@ -275,21 +279,36 @@ class LinearActor(Actor):
         return str(self.w.device)
 
 
-@pytest.fixture
-def python_workers(meshes):
+_NATIVE_WORKERS = {"backend": "c", "tensor_worker": "native"}
+
+
+@pytest.fixture(params=["python", "native"])
+def python_workers(request, meshes):
+    """A mesh whose actors rref reaches: in the Python tensor workers'
+    processes ("python"), or in processes of their own beside native tensor
+    workers ("native", through the call's route)."""
     import importlib.util
 
-    if not all(importlib.util.find_spec(m) for m in ("monarch._C", "monarch._tensor_worker")):
-        pytest.skip("monarch._C / monarch._tensor_worker not built")
-    return meshes(**_PYTHON_WORKERS)
+    needed = ("monarch._C", "monarch._tensor_worker") if request.param == "python" else (
+        "monarch._C",)
+    if not all(importlib.util.find_spec(m) for m in needed):
+        pytest.skip(f"{' / '.join(needed)} not built")
+    return meshes(**(_PYTHON_WORKERS if request.param == "python" else _NATIVE_WORKERS))
+
+
+def _beside_workers(mesh) -> bool:
+    return mesh._session.tensor_worker == "python"
 
 
 def test_rref_linear_actor(python_workers, device):
     mesh = python_workers
     linear = mesh.spawn(f"linear_{device}", LinearActor, 0.5, device)
-    # The actors share a process with their rank's tensor worker.
-    assert sorted(linear.pid.call().get(timeout=10).values()) == sorted(
-        mesh._session._backend.pids())
+    pids = set(linear.pid.call().get(timeout=10).values())
+    workers = set(mesh._session._backend.pids())
+    if _beside_workers(mesh):  # the actors share a process with their rank's worker
+        assert pids == workers
+    else:  # processes of their own
+        assert len(pids) == 2 and not pids & workers
     # ... and made their weights on the device (the CPU where there is no GPU).
     assert all(d.startswith(placed_on(device))
                for d in linear.weight_device.call().get(timeout=10).values())
@@ -334,8 +353,22 @@ def test_rref_cached_propagate(python_workers, device):
     _fetch_on(again, device, gpu=1)
 
 
+def test_rref_endpoint_error_is_reported_at_the_use(python_workers, device):
+    """An endpoint that raises fails its results (the error names it); the
+    actor serves on."""
+    mesh = python_workers
+    linear = mesh.spawn(f"linear_refuse_{device}", LinearActor, 1.0, device)
+    with mesh.activate():
+        y = linear.refuse.rref(torch.ones(2, 4, device=device))
+        with pytest.raises(RemoteException, match="ValueError: refused on rank 1"):
+            monarch.inspect(y + 1, gpu=1)
+        z = linear.forward.rref(torch.ones(2, 4, device=device))
+    assert torch.equal(monarch.inspect(z, gpu=1), torch.full((2, 4), 2.0))
+    assert linear.count.call().get(timeout=10).values() == [1, 1]
+
+
 def test_rref_needs_propagate(python_workers):
-    linear = python_workers.spawn("linear2", LinearActor, 1.0)
+    linear = python_workers.spawn(f"linear2_{_beside_workers(python_workers)}", LinearActor, 1.0)
     with pytest.raises(ValueError, match="propagate"):
         linear.count.rref()
 

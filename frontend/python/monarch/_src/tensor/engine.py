@@ -49,6 +49,7 @@ def rref(actor_mesh: Any, endpoint: str, prop: Any, args: Tuple[Any, ...],
             f"rref of {actor_mesh._name}.{endpoint} inside monarch.trace: a traced program has "
             "no actors (the monarch dialect's endpoint calls need an actor mesh the trace does "
             "not create); call it eagerly")
+    route = _route(actor_mesh, endpoint)  # the backend can run it at all
     propagate = prop._propagate
     if propagate is None or (isinstance(propagate, str) and propagate != "cached"):
         raise ValueError(f"rref of endpoint '{endpoint}' needs "
@@ -56,7 +57,6 @@ def rref(actor_mesh: Any, endpoint: str, prop: Any, args: Tuple[Any, ...],
                          "from fake inputs (the arguments without self)")
     state = actor_mesh._state
     name = actor_mesh._name
-    route = _route(actor_mesh, endpoint)
     key = (name, endpoint)
     cached = state.cached_meta.get(key)
     if cached is None:
