@@ -34,9 +34,8 @@ class _NoMesh:
         with modes.local():
             # A mesh.activate() inside must find the modes as if none were
             # entered, and put them back as they were.
-            saved = (modes.capture, modes.function_mode, t.direct_dispatch, t.local_depth,
-                     t.in_handler)
-            modes.capture = modes.function_mode = None
+            saved = (modes.capture, t.direct_dispatch, t.local_depth, t.in_handler)
+            modes.capture = None
             t.direct_dispatch = None
             t.local_depth = t.in_handler = 0
             modes.push_mesh(None)
@@ -44,8 +43,7 @@ class _NoMesh:
                 yield None
             finally:
                 modes.pop_mesh()
-                (modes.capture, modes.function_mode, t.direct_dispatch, t.local_depth,
-                 t.in_handler) = saved
+                (modes.capture, t.direct_dispatch, t.local_depth, t.in_handler) = saved
 
     def __repr__(self) -> str:
         return "monarch.no_mesh"

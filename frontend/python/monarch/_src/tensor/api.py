@@ -14,7 +14,7 @@ import torch
 
 from ..common.errors import usage
 from ..common.location import user_location
-from . import core
+from . import core, devices
 from .collectives import reduce, reduce_, reduce_tensor
 from .dispatch import dispatch
 from .grad_generator import grad_generator
@@ -53,6 +53,34 @@ class DTensor(core.TensorCore):
         self._ref = new._ref
         self._mesh = new._mesh
         self._device = new._device
+
+    # ``.to(...)`` / ``.cuda()``: torch's own on a controller with a GPU; on one
+    # without, torch refuses a CUDA device before dispatch, so a move to CUDA
+    # is the ``_to_copy`` op it would dispatch (devices.to_cuda).
+    def to(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+        if not core.HAS_CUDA:
+            copy = bool(kwargs.pop("copy", False))
+            # copy, given by position: to(device, dtype, non_blocking, copy),
+            # to(dtype, non_blocking, copy), to(other, non_blocking, copy).
+            if len(args) == (3 if args and isinstance(args[0], (torch.dtype, torch.Tensor))
+                             else 4):
+                args, copy = args[:-1], bool(args[-1])
+            device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+            if device is not None and device.type == "cuda":
+                return devices.to_cuda(self, device, dtype, non_blocking, copy, memory_format)
+            if copy:
+                kwargs["copy"] = True
+        return torch.Tensor.to(self, *args, **kwargs)
+
+    def cuda(self, device: Any = None, non_blocking: bool = False,  # type: ignore[override]
+             memory_format: torch.memory_format = torch.preserve_format) -> Any:
+        if core.HAS_CUDA:
+            return torch.Tensor.cuda(self, device, non_blocking, memory_format)
+        d = torch.device("cuda", device) if isinstance(device, int) else torch.device(
+            device if device is not None else "cuda")
+        if d.type != "cuda":
+            raise RuntimeError(f"Invalid device, must be cuda device (got {d})")
+        return devices.to_cuda(self, d, None, non_blocking, False, memory_format)
 
     # -- monarch API -----------------------------------------------------------
     @property

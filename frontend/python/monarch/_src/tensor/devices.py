@@ -2,9 +2,9 @@
 
 A tensor created with ``device="cuda"`` lives on its worker's GPU; on a
 worker without a GPU the workers map ``cuda`` to the CPU with one warning,
-and on a controller without a GPU torch refuses ``device="cuda"`` before
-dispatch -- :class:`CudaOnCpuMode` runs such calls with the CPU and
-remembers the device asked for, which is what the workers receive. The
+and on a controller without a GPU such calls run with the CPU and the
+device asked for is remembered (``device_override``), which is what the
+workers receive (see "CUDA requests on a controller without a GPU"). The
 controller applies torch's device rule itself (:func:`check_devices`), so a
 program that mixes devices fails at the same call on a laptop as on a GPU
 cluster.
@@ -12,7 +12,7 @@ cluster.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 
@@ -63,8 +63,28 @@ def check_devices(what: str, name: str, dts: List[TensorCore]) -> None:
             raise device_mix(what, first, d)
 
 
-#: The device a call under CudaOnCpuMode asked for (None: none was).
+#: The CUDA device the call being dispatched asked for on a controller
+#: without a GPU, which runs it with the CPU (None: none was).
 device_override: Optional[torch.device] = None
+
+
+def cuda_asked(device_arg: Any, args: Any, kwargs: Any) -> Optional[torch.device]:
+    """The CUDA device an ATen call asks for in its ``device`` argument
+    (``device_arg``: its position and whether it is keyword-only), else None."""
+    pos, kwonly = device_arg
+    d = args[pos] if not kwonly and pos < len(args) else kwargs.get("device")
+    if isinstance(d, torch.device) and d.type == "cuda":
+        return d
+    return None
+
+
+def on_cpu(device_arg: Any, args: Any, kwargs: Any) -> Any:
+    """The call's arguments with the CPU as its ``device``."""
+    pos, kwonly = device_arg
+    cpu = torch.device("cpu")
+    if not kwonly and pos < len(args):
+        return args[:pos] + (cpu,) + args[pos + 1:], kwargs
+    return args, dict(kwargs, device=cpu)
 
 
 def is_cuda(x: Any) -> bool:
@@ -73,46 +93,102 @@ def is_cuda(x: Any) -> bool:
     return isinstance(x, str) and x.startswith("cuda")
 
 
-class CudaOnCpuMode(torch.overrides.TorchFunctionMode):
-    """``device="cuda"``, ``.cuda()`` and ``.to("cuda")`` on a controller
-    without a GPU: run with the CPU, remember the device asked for."""
+# -- CUDA requests on a controller without a GPU ------------------------------
+#
+# No function mode around every op (torch 1.x runs its function-mode stack in
+# Python: a third of the eager per-op cost there). Instead:
+# - ATen calls with a ``device`` argument asking for CUDA run with the CPU
+#   and ``device_override`` set (dispatch.dispatch, :func:`cuda_asked`);
+# - torch's own CUDA initialization, which a CPU-only build's factories run
+#   before dispatch, is let through while a mesh is active
+#   (:func:`install_cuda_on_cpu`);
+# - ``torch.tensor`` / ``torch.as_tensor`` with ``device="cuda"`` (their copy
+#   to the device happens inside torch, below the capture mode) make the CPU
+#   constant under ``device_override``;
+# - ``.to(...)`` / ``.cuda()`` of a distributed tensor are its own methods
+#   (api.DTensor, :func:`to_cuda`): torch's refuse a CUDA device on a CPU-only
+#   build before dispatch.
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+
+def cuda_asked(device_arg: Any, args: Any, kwargs: Any) -> Optional[torch.device]:
+    """The CUDA device an ATen call asks for in its ``device`` argument
+    (``device_arg``: its position and whether it is keyword-only), else None."""
+    pos, kwonly = device_arg
+    d = args[pos] if not kwonly and pos < len(args) else kwargs.get("device")
+    if isinstance(d, torch.device) and d.type == "cuda":
+        return d
+    return None
+
+
+def on_cpu(device_arg: Any, args: Any, kwargs: Any) -> Any:
+    """The call's arguments with the CPU as its ``device``."""
+    pos, kwonly = device_arg
+    cpu = torch.device("cpu")
+    if not kwonly and pos < len(args):
+        return args[:pos] + (cpu,) + args[pos + 1:], kwargs
+    return args, dict(kwargs, device=cpu)
+
+
+_installed = False
+
+
+def install_cuda_on_cpu(mesh_active: Callable[[], bool]) -> None:
+    """Once per process, on a controller without a GPU (see above).
+    ``mesh_active()`` says whether a mesh is active. torch remembers a CUDA
+    initialization that succeeded, so after the first CUDA request inside a
+    mesh, one outside fails in the dispatcher ("Could not run ... with
+    arguments from the 'CUDA' backend") rather than in the initialization
+    ("Torch not compiled with CUDA enabled"): an error either way."""
+    global _installed
+    if _installed or HAS_CUDA:
+        return
+    _installed = True
+    import torch.cuda
+
+    real_init = torch.cuda._lazy_init
+
+    def lazy_init() -> None:
+        if not mesh_active():
+            real_init()
+
+    torch.cuda._lazy_init = lazy_init
+    torch.tensor = _constant_on_cpu(torch.tensor, mesh_active)
+    torch.as_tensor = _constant_on_cpu(torch.as_tensor, mesh_active)
+
+
+def _constant_on_cpu(make: Callable[..., Any], mesh_active: Callable[[], bool]) -> Callable[..., Any]:
+    import functools
+
+    @functools.wraps(make)
+    def constant(*args: Any, **kwargs: Any) -> Any:
         global device_override
-        kwargs = dict(kwargs or {})
-        asked: Optional[torch.device] = None
-        name = getattr(func, "__name__", "")
-        move = False  # t.cuda() / t.to("cuda"): a copy to the device asked for
-        if name == "to" and args and isinstance(args[0], TensorCore) and is_cuda(
-            kwargs.get("device")
-        ):
-            asked = torch.device(kwargs.pop("device"))
-            move = True
-        elif is_cuda(kwargs.get("device")):
-            asked = torch.device(kwargs["device"])
-            kwargs["device"] = torch.device("cpu")
-        if name == "cuda" and args and isinstance(args[0], TensorCore):
-            asked = torch.device("cuda") if len(args) < 2 else torch.device("cuda", args[1])
-            func, args, kwargs, move = torch.Tensor.to, (args[0],), {}, True
-        elif name == "to" and args and isinstance(args[0], TensorCore):
-            # t.to(device, dtype, non_blocking) -- as Module.to calls it: the
-            # device asked for is replaced by the CPU, in place.
-            if any(is_cuda(a) for a in args[1:]):
-                asked = torch.device(next(a for a in args[1:] if is_cuda(a)))
-                move = True
-                args = (args[0], *[torch.device("cpu") if is_cuda(a) else a
-                                   for a in args[1:]])
-        if asked is None:
-            return func(*args, **kwargs)
-        prev = device_override
-        device_override = asked
+        asked = kwargs.get("device")
+        if asked is None or not is_cuda(asked) or not mesh_active() \
+                or device_override is not None:
+            return make(*args, **kwargs)
+        device_override = torch.device(asked)
         try:
-            out = func(*args, **kwargs)
-            if move:
-                out = torch.ops.aten._to_copy.default(out, device=torch.device("cpu"))
-            return out
+            return make(*args, **dict(kwargs, device=torch.device("cpu")))
         finally:
-            device_override = prev
+            device_override = None
+
+    return constant
+
+
+def to_cuda(t: TensorCore, device: torch.device, dtype: Optional[torch.dtype],
+            non_blocking: bool, copy: bool, memory_format: Any) -> Any:
+    """``t.to(device=cuda...)`` on a controller without a GPU: ``t`` itself
+    where torch would alias (already there, nothing to convert), else the
+    copy as one ``_to_copy`` op asking for ``device``."""
+    if not copy and device_of(t).type == "cuda" and (dtype is None or dtype == t.dtype) \
+            and memory_format in (None, torch.preserve_format):
+        return t
+    kwargs: Dict[str, Any] = {"device": device, "non_blocking": non_blocking}
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    if memory_format is not None:
+        kwargs["memory_format"] = memory_format
+    return torch.ops.aten._to_copy.default(t, **kwargs)
 
 
 _shared_gpu_warned = False

@@ -65,12 +65,10 @@ def activate(mesh: Any) -> Iterator[Any]:
     """Run torch calls inside on every rank of ``mesh``."""
     modes.push_mesh(mesh)
     entered = False
-    fmode = None
     d_direct = False
     if modes.capture is None:
         if not HAS_CUDA:
-            fmode = modes.function_mode = devices.CudaOnCpuMode()
-            modes.enter_function(fmode)
+            devices.install_cuda_on_cpu(modes.any_active)
         modes.capture = CaptureMode()
         d_direct = modes.enter_dispatch(modes.capture)
         entered = True
@@ -81,9 +79,6 @@ def activate(mesh: Any) -> Iterator[Any]:
         if entered:
             mode, modes.capture = modes.capture, None
             modes.exit_dispatch(mode, d_direct)
-            if fmode is not None:
-                modes.function_mode = None
-                modes.exit_function(fmode)
 
 
 _LIFT = {"aten::lift_fresh", "aten::lift", "aten::lift_fresh_copy"}
@@ -544,6 +539,15 @@ def dispatch(func: Any, args: Tuple, kwargs: Dict[str, Any], mesh: Any) -> Any:
     if info.controller_only:
         with modes.local():
             return func(*args, **kwargs)
+    if info.device_arg is not None and not HAS_CUDA and devices.device_override is None:
+        asked = devices.cuda_asked(info.device_arg, args, kwargs)
+        if asked is not None:  # run with the CPU, remember the device asked for
+            args, kwargs = devices.on_cpu(info.device_arg, args, kwargs)
+            devices.device_override = asked
+            try:
+                return dispatch(func, args, kwargs, mesh)
+            finally:
+                devices.device_override = None
     dts: List[TensorCore] = []
     try:
         sig: Any = signature(args, kwargs, dts)

@@ -2,9 +2,8 @@
 
 ``mesh.activate()`` (``dispatch.activate``) pushes the mesh and, for the
 outermost activation, enters the capture mode -- a ``TorchDispatchMode``
-that turns every ATen call into an operation on the mesh -- and, on a
-machine without a GPU, the mode that lets ``device="cuda"`` through
-(``devices.CudaOnCpuMode``). The frontend's own torch work inside an active
+that turns every ATen call into an operation on the mesh (on a machine
+without a GPU, ``device="cuda"`` gets through as ``devices`` says). The frontend's own torch work inside an active
 mesh (fake tensors, the in-process simulation) runs under :func:`local`.
 
 torch 1.x keeps its mode stacks in Python: each call into a mode goes
@@ -14,9 +13,7 @@ development machine). There, when no other dispatch mode is active,
 the stack would use -- the C++ dispatcher disables a mode while its handler
 runs, so this is what the stack does, less the Python around it; :func:`local`
 takes it out and puts it back, except inside the handler, where the
-dispatcher already did. (The function mode cannot be installed so: torch
-1.x's Python ``handle_torch_function`` expects the stack's mode in its
-slot.) torch 2.x keeps the stacks in C++: there modes are entered as usual.
+dispatcher already did. torch 2.x keeps the stacks in C++: there modes are entered as usual.
 """
 
 from __future__ import annotations
@@ -37,8 +34,6 @@ LEGACY_MODE_STACKS = hasattr(_python_dispatch, "_TorchDispatchStackMode")
 _mesh_stack: List[Any] = []
 #: The capture mode while some mesh is active (dispatch.CaptureMode).
 capture: Optional[Any] = None
-#: The CUDA-on-CPU function mode while active (machines without a GPU).
-function_mode: Optional[Any] = None
 
 
 def active_mesh() -> Any:
@@ -88,16 +83,6 @@ def exit_dispatch(mode: Any, direct: bool) -> None:
         mode.__exit__(None, None, None)
 
 
-def enter_function(mode: Any) -> None:
-    """Enters a TorchFunctionMode (always through the stack: torch 1.x's
-    ``handle_torch_function`` assumes the C++ slot holds the stack's mode)."""
-    mode.__enter__()
-
-
-def exit_function(mode: Any) -> None:
-    mode.__exit__(None, None, None)
-
-
 class handling:
     """``with handling():`` around the capture mode's handler (legacy
     stacks: the dispatcher has disabled the mode meanwhile)."""
@@ -129,9 +114,6 @@ def local() -> Iterator[None]:
                 stack.callback(torch._C._set_torch_dispatch_mode, direct)
             elif capture is not None and _get_current_dispatch_mode() is capture:
                 stack.enter_context(_pop_dispatch_mode())
-            if function_mode is not None and \
-                    torch.overrides._get_current_function_mode() is function_mode:
-                stack.enter_context(torch.overrides._pop_mode_temporarily())
             yield
     finally:
         t.local_depth -= 1
