@@ -19,13 +19,14 @@ shows where the results live.
 from __future__ import annotations
 
 import os
+import textwrap
 
 import pytest
 import torch
 
 import monarch
 from monarch import RemoteException
-from monarch.actor import Actor, current_rank, endpoint, this_host
+from monarch.actor import Actor, ValueMesh, current_rank, endpoint, this_host
 
 from conftest import placed_on
 
@@ -415,3 +416,301 @@ def test_main_defined_remote_function(tmp_path, device):
         assert f"c [4.0, 4.0] on {placed_on(device)}" in out.stdout
     # Sent by value: no worker re-ran the script's top level.
     assert runs.read_text().split() == ["ran"], runs.read_text()
+
+
+# -- the adverbs: fn.call / call_one / choose / stream / broadcast, send(fn, ...) -------
+#
+# As in Monarch, a remote function is also an endpoint: under mesh.activate()
+# each rank of the active mesh runs it (on a hidden actor of its proc) and the
+# adverbs give back whatever it returns. These run on the simulation, on
+# native tensor workers (the default) and on Python tensor workers.
+
+@monarch.remote
+def whoami(tag=None):
+    """Any picklable value: this process and the rank's point in the mesh called."""
+    return {"pid": os.getpid(), "point": dict(current_rank()), "tag": tag}
+
+
+@monarch.remote
+def shard_of(x, scale=1):
+    """A distributed tensor argument: the rank's local shard, an ordinary tensor."""
+    assert type(x) is torch.Tensor, type(x)
+    return (x * scale).tolist()
+
+
+@monarch.remote
+def doubled(x):
+    return x * 2
+
+
+@monarch.remote
+def note(path, text):
+    with open(path, "a") as f:
+        f.write(f"{dict(current_rank())} {text}\n")
+
+
+@monarch.remote
+def fails(x):
+    raise ValueError(f"fails on purpose with {x}")
+
+
+def _adverb_backends():
+    import importlib.util
+
+    out = [pytest.param({"backend": "sim"}, id="sim")]
+    built = importlib.util.find_spec("monarch._C") is not None
+    out.append(pytest.param({"backend": "c"}, id="native-worker", marks=[] if built else
+                            pytest.mark.skip(reason="monarch._C not built")))
+    out.append(_backends()[1])
+    return out
+
+
+@pytest.fixture(params=_adverb_backends())
+def adverb_mesh(request, meshes):
+    return meshes(**request.param)
+
+
+def test_remote_call_gives_each_ranks_value(adverb_mesh):
+    mesh = adverb_mesh
+    with mesh.activate():
+        got = whoami.call("t").get(timeout=60)
+    assert isinstance(got, ValueMesh) and got.extent == {"gpu": 2}
+    values = got.values()
+    assert [v["point"] for v in values] == [{"gpu": 0}, {"gpu": 1}]
+    assert [v["tag"] for v in values] == ["t", "t"]
+    pids = [v["pid"] for v in values]
+    assert len(set(pids)) == 2 and os.getpid() not in pids  # one process per rank
+    if mesh._session.backend_kind == "c":
+        tensor_workers = set(mesh._session._backend.pids())
+        if mesh._session.tensor_worker == "python":
+            # Beside the rank's tensor worker, in its process.
+            assert set(pids) == tensor_workers
+        else:
+            # Native tensor workers run no Python: the rank's actor process.
+            assert not set(pids) & tensor_workers
+    # Keyword arguments, and the same processes at the next call.
+    with mesh.activate():
+        again = whoami.call(tag=7).get(timeout=60).values()
+    assert [v["pid"] for v in again] == pids and [v["tag"] for v in again] == [7, 7]
+
+
+def test_remote_adverbs_on_a_slice_reach_only_its_ranks(adverb_mesh, tmp_path):
+    mesh = adverb_mesh
+    with mesh.activate():
+        pids = [v["pid"] for v in whoami.call().get(timeout=60).values()]
+    with mesh.slice(gpu=1).activate():
+        one = whoami.call().get(timeout=60)
+        assert len(one) == 1 and one.values()[0]["pid"] == pids[1]
+        assert one.values()[0]["point"] == {}  # its point in the slice called
+        assert whoami.call_one().get(timeout=60)["pid"] == pids[1]
+        assert whoami.choose().get(timeout=60)["pid"] == pids[1]
+        assert [f.get(timeout=60)["pid"] for f in whoami.stream()] == [pids[1]]
+        path = str(tmp_path / "notes.txt")
+        assert note.broadcast(path, "broadcast") is None
+        note.call_one(path, "called").get(timeout=60)  # after the broadcast (FIFO)
+    assert open(path).read().splitlines() == ["{} broadcast", "{} called"]
+    with mesh.slice(gpu=slice(0, 2)).activate():
+        assert whoami.call().get(timeout=60).extent == {"gpu": 2}
+    # A renamed view: value meshes and points in its names.
+    with mesh.rename(gpu="tp").activate():
+        renamed = whoami.call().get(timeout=60)
+    assert renamed.extent == {"tp": 2}
+    assert [v["point"] for v in renamed.values()] == [{"tp": 0}, {"tp": 1}]
+
+
+def test_remote_stream_choose_and_accumulate_on_the_whole_mesh(adverb_mesh):
+    from monarch.actor import Accumulator
+
+    mesh = adverb_mesh
+    with mesh.activate():
+        pids = [v["pid"] for v in whoami.call().get(timeout=60).values()]
+        futures = list(whoami.stream())
+        assert sorted(f.get(timeout=60)["pid"] for f in futures) == sorted(pids)
+        assert {whoami.choose().get(timeout=60)["pid"] for _ in range(4)} == set(pids)
+        total = Accumulator(whoami, 0, lambda acc, v: acc + v["point"]["gpu"] + 1)
+        assert total.accumulate().get(timeout=60) == 3
+
+
+def test_remote_call_one_needs_a_mesh_of_one_rank(adverb_mesh):
+    with adverb_mesh.activate():
+        with pytest.raises(ValueError, match="call_one of remote function whoami .* 2 ranks.*"
+                                             "exactly one"):
+            whoami.call_one()
+
+
+def test_remote_adverb_gets_the_ranks_local_shard(adverb_mesh, device):
+    mesh = adverb_mesh
+    with mesh.activate():
+        t = torch.ones(2, device=device) * (mesh.rank("gpu") + 1)
+        assert shard_of.call(t, scale=3).get(timeout=60).values() == [[3.0, 3.0], [6.0, 6.0]]
+        # Results that are tensors come back as local ones, inside the mesh too.
+        back = doubled.call(t).get(timeout=60).values()
+        t.add_(10)  # in order with the tensor's stream: the next call sees it
+        after = shard_of.call(t).get(timeout=60).values()
+    assert all(type(v) is torch.Tensor for v in back)
+    assert [v.tolist() for v in back] == [[2.0, 2.0], [4.0, 4.0]]
+    assert after == [[11.0, 11.0], [12.0, 12.0]]
+    with mesh.slice(gpu=1).activate():  # a slice: its rank's shard only
+        assert shard_of.call_one(t).get(timeout=60) == [12.0, 12.0]
+
+
+def test_send_a_remote_function_to_a_port(adverb_mesh):
+    from monarch.actor import Channel, send
+
+    mesh = adverb_mesh
+    port, recv = Channel.open()
+    with mesh.activate():
+        assert send(whoami, args=(), kwargs={"tag": "sent"}, port=port) is None
+    got = [recv.recv().get(timeout=60) for _ in range(2)]
+    assert sorted(tuple(v["point"].items()) for v in got) == [(("gpu", 0),), (("gpu", 1),)]
+    assert {v["tag"] for v in got} == {"sent"}
+    ranked_port, ranked = Channel.open_ranked()
+    with mesh.activate():
+        send(whoami, (), {}, port=ranked_port, selection="choose")
+        send(fails, (1,), {}, port=ranked_port)  # exceptions go to the port too
+    values, errors = [], []
+    for _ in range(3):  # one value and two exceptions, in the order they arrive
+        fut = ranked.recv()
+        error = fut.exception(timeout=60)
+        (errors.append(error) if error is not None else values.append(fut.get()))
+    (rank, value), = values
+    assert value["point"] == {"gpu": rank}
+    assert [str(e) for e in errors] == ["fails on purpose with 1"] * 2
+    assert all(isinstance(e, ValueError) for e in errors)
+
+
+def test_remote_adverb_exceptions_are_the_functions(adverb_mesh):
+    from monarch.actor import ActorError
+
+    with adverb_mesh.activate():
+        with pytest.raises(ActorError, match="fails on purpose with 2") as info:
+            fails.call(2).get(timeout=60)
+        assert isinstance(info.value.exception, ValueError)
+        # The ranks live on.
+        assert len(whoami.call().get(timeout=60)) == 2
+
+
+def test_a_failed_broadcast_does_not_fail_later_calls(adverb_mesh):
+    """broadcast: an exception stops that rank's hidden actor (a supervision
+    event, as for an actor endpoint); the next calls get fresh actors."""
+    import time
+
+    from monarch._src.actor.procs import existing_procs
+    from monarch.actor import ActorError, SupervisionError
+
+    mesh = adverb_mesh
+    with mesh.activate():
+        pids = [v["pid"] for v in whoami.call().get(timeout=60).values()]
+        fails.broadcast(3)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                got = whoami.call().get(timeout=60)
+                break
+            except (SupervisionError, ActorError):  # until the failure's event arrived
+                assert time.monotonic() < deadline, "later calls keep failing"
+                time.sleep(0.1)
+    assert [v["pid"] for v in got.values()] == pids  # the same processes
+    events = existing_procs(mesh).procs.events()
+    assert any(m.startswith("__monarch_remote") and "fails on purpose with 3" in reason
+               for m, _, reason in events), events
+
+
+def test_remote_adverbs_by_value_and_by_path(adverb_mesh):
+    from monarch.actor import ActorError
+
+    offset = 5
+    by_value = monarch.remote(lambda x: x + offset + current_rank()["gpu"])  # a closure
+    assert by_value.name.startswith("python:@")
+    relu = monarch.remote("torch.nn.functional.relu")  # imported by the workers
+    missing = monarch.remote("no_such_package_here.fn")
+    mesh = adverb_mesh
+    with mesh.activate():
+        assert by_value.call(1).get(timeout=60).values() == [6, 7]
+        t = torch.ones(2) * (mesh.rank("gpu") * 2 - 1)  # -1 on gpu 0, 1 on gpu 1
+        relus = relu.call(t).get(timeout=60).values()
+        with pytest.raises(ActorError, match="no_such_package_here"):
+            missing.call().get(timeout=60)
+    assert [v.tolist() for v in relus] == [[0.0, 0.0], [1.0, 1.0]]
+
+
+def test_remote_adverbs_need_an_active_mesh(meshes):
+    from monarch.actor import Channel, send
+
+    port, _ = Channel.open()
+    adverbs = [lambda: whoami.call(), lambda: whoami.call_one(), lambda: whoami.choose(),
+               lambda: whoami.stream(), lambda: whoami.broadcast(),
+               lambda: send(whoami, (), {}, port=port)]
+    for adverb in adverbs:
+        with pytest.raises(ValueError, match="requires an active proc_mesh"):
+            adverb()
+    with meshes(backend="sim").activate():
+        with monarch.no_mesh.activate():
+            with pytest.raises(ValueError, match="requires an active proc_mesh"):
+                whoami.call()
+
+
+def test_remote_adverbs_inside_a_trace_are_refused():
+    def program():
+        mesh = this_host().spawn_procs({"gpu": 2}, backend="sim")
+        with mesh.activate():
+            whoami.call()
+
+    with pytest.raises(NotImplementedError, match="inside monarch.trace"):
+        monarch.trace(program)
+
+
+def test_remote_adverb_refuses_a_tensor_of_other_processes(meshes):
+    mesh = meshes(backend="sim")
+    other = this_host().spawn_procs({"gpu": 2}, backend="sim")
+    try:
+        with other.activate():
+            elsewhere = torch.ones(2)
+        with mesh.activate():
+            with pytest.raises(ValueError, match="other processes than the active mesh"):
+                shard_of.call(elsewhere)
+        with mesh.slice(gpu=1).activate():
+            on_one = torch.ones(2)  # a tensor of rank 1 only
+        with mesh.activate():
+            with pytest.raises(ValueError, match="has no shard on ranks \\[0\\]"):
+                shard_of.call(on_one)
+    finally:
+        other.stop()
+
+
+def test_remote_adverbs_in_a_script_as_monarchs_getting_started(tmp_path):
+    """Monarch's getting_started.py: a __main__ function (sent by value),
+    call().get() and send() to a port, on the default backend. With native
+    tensor workers it runs in the ranks' actor processes, which import no
+    torch for it."""
+    from conftest import run_script
+
+    script = tmp_path / "getting_started_remote.py"
+    script.write_text(textwrap.dedent("""
+        import os, sys
+        from monarch import remote
+        from monarch.actor import Channel, send, this_host
+
+        trainer_procs = this_host().spawn_procs(per_host={"gpu": 4})
+
+        @remote
+        def check_memory():
+            return (os.getpid(), "torch" in sys.modules)
+
+        with trainer_procs.activate():
+            values = check_memory.call().get().values()
+        print("call", len({pid for pid, _ in values}), any(torch for _, torch in values))
+
+        port, recv = Channel.open()
+        with trainer_procs.activate():
+            send(check_memory, args=(), kwargs={}, port=port)
+        print("send", len({recv.recv().get() for _ in range(4)}))
+        trainer_procs.stop()
+    """))
+    result = run_script(script, timeout=180)
+    assert result.returncode == 0, result.stderr
+    call, sent = result.stdout.split("\n")[-3:-1]
+    assert sent == "send 4", result.stdout
+    beside_tensor_workers = (os.environ.get("MONARCH_BACKEND") or "c") == "c" and \
+        os.environ.get("MONARCH_TENSOR_WORKER_KIND") == "python"
+    assert call == ("call 4 True" if beside_tensor_workers else "call 4 False"), result.stdout

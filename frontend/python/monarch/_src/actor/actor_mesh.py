@@ -15,18 +15,19 @@ import os
 import pickle
 import re
 import sys
+import threading
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from ..common.errors import ActorError, SupervisionError
 from ..common.future import Future, HandleSource, gather
-from ..common.pickling import dumps, loads
+from ..common.pickling import dumps
 from ..mesh.view import MeshView
 from . import context, controller_port
 from . import procs as procs_mod
 from .actor import (Actor, EndpointProperty, NotAnEndpoint, endpoint_names,
                     endpoint_property)
 from .stream import in_arrival_order
-from .tensor_engine import ENGINE_MODULE, engine
+from .tensor_engine import ENGINE_MODULE, engine, loads_local
 from .shape import Extent
 from .value_mesh import ValueMesh
 
@@ -62,7 +63,7 @@ def _exited(mesh: str, rank: int, reason: str) -> str:
 
 
 def _unpack_reply(frames: List[Any], endpoint: str) -> Any:
-    reply = loads(frames)
+    reply = loads_local(frames)
     if reply[0] == "ok":
         return reply[1]
     if reply[0] == "stopped":  # the actor failed an unhandled supervision event
@@ -124,6 +125,29 @@ def spawn(proc_mesh: Any, name: str, actor_class: type, *args: Any, **kwargs: An
 
 
 _spawn_serial = itertools.count(1)
+_internal_lock = threading.Lock()
+
+
+def internal_mesh(proc_mesh: Any, name: str, actor_class: type) -> "ActorMesh":
+    """The frontend's own actor mesh ``name`` of ``actor_class`` (made
+    without arguments) on every proc of ``proc_mesh``'s root: spawned at the
+    first call for that root and kept with its actor procs -- spawned anew
+    (``name.2``, ...) once an actor of it failed, so that one failure (its
+    supervision event) does not fail every later call; returned as the actors
+    of ``proc_mesh``'s procs (``ActorMesh._viewed_as``). The remote functions'
+    adverbs run on it (the tensor layer's ``remote_actor``)."""
+    if getattr(proc_mesh._root_key(), "stopped", False):
+        raise RuntimeError(f"{name}: `ProcMesh` has already been stopped")
+    with _internal_lock:
+        state = procs_mod.procs_for(proc_mesh)
+        whole = state.internal.get(name)
+        if whole is None or state.failed.get(whole._cname) or any(
+                event[0] == whole._cname for event in state.procs.events()):
+            serial = state.internal_serial[name] = state.internal_serial.get(name, 0) + 1
+            whole = spawn(proc_mesh._whole(), name if serial == 1 else f"{name}.{serial}",
+                          actor_class)
+            state.internal[name] = whole
+    return whole._viewed_as(proc_mesh)
 
 
 class ActorMesh:
@@ -183,6 +207,31 @@ class ActorMesh:
         mesh._message_slice = _message_slice(view, self._root_ranks)
         if self._proc_mesh is not None:
             mesh._proc_mesh = self._proc_mesh.slice(**coords)
+        return mesh
+
+    def _viewed_as(self, proc_mesh: Any) -> "ActorMesh":
+        """This mesh, spawned on every proc of its root, as the actors of the
+        procs of ``proc_mesh`` -- a view of any kind (slice, split, rename,
+        flatten) of the same root: messages go to the view's ranks, value
+        meshes have its shape, and each actor's ``current_rank()`` is its
+        point in the view. One per view, kept."""
+        view: MeshView = proc_mesh._view
+        views = self.__dict__.setdefault("_views", {})
+        mesh = views.get(view)
+        if mesh is None:
+            missing = [r for r in view.ranks() if r not in self._position]
+            if missing:
+                raise ValueError(f"actor mesh '{self._name}' has no actors on ranks {missing}")
+            mesh = ActorMesh.__new__(ActorMesh)
+            mesh.__dict__.update(self.__dict__)
+            mesh._view = view
+            mesh._targets = None
+            mesh._message_slice = None if view == self._view else (
+                view.offset, tuple((d.name, d.size, d.stride) for d in view.dims))
+            mesh._proc_mesh = proc_mesh  # any mesh of this view: same root, same procs
+            if len(views) > 64:
+                views.clear()
+            views[view] = mesh
         return mesh
 
     def __getattr__(self, name: str) -> Any:
@@ -321,8 +370,7 @@ class Endpoint:
             picked[:] = [every[_next_choice(len(every))]] if one else every
             return picked
 
-        shards = engine().local_shards(mesh._proc_mesh, ranks,
-                                       f"endpoint {mesh._name}.{self._name}", args, kwargs)
+        shards = engine().local_shards(mesh._proc_mesh, ranks, self._describe(), args, kwargs)
         if shards is None:
             return None
         mesh._check_alive()
@@ -340,6 +388,10 @@ class Endpoint:
                 payload, flags = payload + (port,), flags | FLAG_TO_PORT
             out.append((handle, dumps(payload + (whole,)), flags))
         return out
+
+    def _describe(self) -> str:
+        """What errors about the call name."""
+        return f"endpoint {self._mesh._name}.{self._name}"
 
     def call(self, *args: Any, **kwargs: Any) -> Future[ValueMesh]:
         """Every actor of the mesh; a Future of a :class:`ValueMesh`."""

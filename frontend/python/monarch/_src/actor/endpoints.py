@@ -21,12 +21,15 @@ class Accumulator(Generic[A, R]):
     """``Accumulator(mesh.value, 0, operator.add).accumulate(*args)``: a
     Future of ``combine(...combine(combine(identity, r0), r1)..., rN)`` over
     the replies of every actor of the endpoint's mesh, in the order they
-    arrive (``endpoint.stream``)."""
+    arrive (``endpoint.stream``). A ``monarch.remote`` function stands for
+    an endpoint too: it runs on the ranks of the mesh active at
+    ``accumulate``."""
 
     def __init__(self, endpoint: Endpoint, identity: A, combine: Callable[[A, R], A]):
-        if not isinstance(endpoint, Endpoint):
+        if not isinstance(endpoint, Endpoint) and \
+                not callable(getattr(type(endpoint), "_monarch_endpoint", None)):
             raise TypeError(f"Accumulator takes an endpoint of an actor mesh "
-                            f"(mesh.method), got {endpoint!r}")
+                            f"(mesh.method) or a monarch.remote function, got {endpoint!r}")
         if not callable(combine):
             raise TypeError(f"Accumulator takes a combine function (accumulated, reply) -> "
                             f"accumulated, got {combine!r}")

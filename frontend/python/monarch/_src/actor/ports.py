@@ -15,7 +15,8 @@ value)``: the rank of the actor that sent it, for ports that ``send`` or an
 
 ``send(endpoint, args, kwargs, port=port, selection="all"|"choose")`` sends
 a call without waiting for it: each selected actor runs the endpoint and
-sends its result (or exception) to ``port``; an endpoint declared
+sends its result (or exception) to ``port`` (a ``monarch.remote`` function
+stands for an endpoint: each rank of the active mesh runs it); an endpoint declared
 ``@endpoint(explicit_response_port=True)`` gets ``port`` itself as its first
 argument and sends when it likes.
 """
@@ -26,8 +27,9 @@ import traceback
 from typing import Any, Dict, Generic, Optional, Tuple, TypeVar
 
 from ..common.future import Future, HandleSource
-from ..common.pickling import dumps, loads
+from ..common.pickling import dumps
 from .extension import actors
+from .tensor_engine import loads_local
 
 R = TypeVar("R")
 
@@ -84,7 +86,7 @@ class Port(Generic[R]):
 def _reply(out: Any) -> Tuple[Any, Optional[int]]:
     """A port message's value and the rank that sent it (None: a port no mesh
     handed to an actor); an exception sent on the port is raised."""
-    reply = loads(out[1])
+    reply = loads_local(out[1])
     if reply[0] == "ok":
         return reply[1], reply[-1]
     raise reply[1]
@@ -158,12 +160,16 @@ def send(endpoint: Any, args: Tuple[Any, ...] = (), kwargs: Optional[Dict[str, A
     """Calls ``endpoint`` (``mesh.method``) without waiting: on every actor
     (``selection="all"``) or one (``"choose"``). With a ``port``, each
     result, or exception, is sent to it; without, results are dropped and an
-    exception stops the actor (as ``broadcast``)."""
+    exception stops the actor (as ``broadcast``). ``endpoint`` may also be
+    what stands for one: a ``monarch.remote`` function, which runs on the
+    ranks of the active mesh (its ``_monarch_endpoint()`` is the endpoint)."""
     from .actor_mesh import Endpoint
 
-    if not isinstance(endpoint, Endpoint):
-        raise TypeError(f"send takes an endpoint of an actor mesh (mesh.method), got "
-                        f"{endpoint!r}")
+    stand_in = not isinstance(endpoint, Endpoint) and \
+        callable(getattr(type(endpoint), "_monarch_endpoint", None))
+    if not isinstance(endpoint, Endpoint) and not stand_in:
+        raise TypeError(f"send takes an endpoint of an actor mesh (mesh.method) or a "
+                        f"monarch.remote function, got {endpoint!r}")
     if not isinstance(args, tuple):
         raise TypeError(f"send's args is a tuple, got {type(args).__name__}")
     if kwargs is not None and not isinstance(kwargs, dict):
@@ -172,4 +178,6 @@ def send(endpoint: Any, args: Tuple[Any, ...] = (), kwargs: Optional[Dict[str, A
         raise TypeError(f"send's port is a Port (Channel.open()), got {port!r}")
     if selection not in ("all", "choose"):
         raise ValueError(f"send's selection is 'all' or 'choose', got {selection!r}")
+    if stand_in:
+        endpoint = endpoint._monarch_endpoint()
     endpoint._send(args, kwargs or {}, port, selection)

@@ -57,6 +57,10 @@ class ProcMesh:
     def _tensor_session(self) -> Any:
         return self._root.session
 
+    def _whole(self) -> "ProcMesh":
+        """The mesh of every proc of the root (as ``spawn_procs`` made it)."""
+        return ProcMesh(self._root, MeshView.root(self._root.shape))
+
     # -- views -------------------------------------------------------------------
     def _derive(self, kind: str, args: Any) -> "ProcMesh":
         if kind == "slice":

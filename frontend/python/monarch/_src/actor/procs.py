@@ -87,6 +87,10 @@ class ActorProcs:
         self.failed: Dict[str, Dict[int, str]] = {}
         # rref with propagate="cached": {(actor mesh, endpoint): CachedMeta}.
         self.cached_meta: Dict[Tuple[str, str], Any] = {}
+        # The frontend's own actor meshes on these procs, spawned at first use
+        # (actor_mesh.internal_mesh): {name: ActorMesh of every proc}.
+        self.internal: Dict[str, Any] = {}
+        self.internal_serial: Dict[str, int] = {}
         # Actor meshes stopped by ActorMesh.stop(): {mesh: reason}.
         self.stopped_meshes: Dict[str, str] = {}
         # The C++ handles of the actor meshes spawned from this process

@@ -6,14 +6,18 @@ Proc meshes start tensor workers and ``activate()`` distributed tensors; the
 the actor layer reaches it as a plug-in found by module name at the first
 such call -- never by an import statement (actor worker processes that host
 only actors never import torch; the package's import graph stays acyclic).
-The engine module provides ``start_session``, ``activate``, ``rank`` and
-``rref`` (see ``monarch/_src/tensor/engine.py``).
+The engine module provides ``start_session``, ``activate``, ``rank``,
+``rref``, ``local_shards`` and ``local_values`` (see
+``monarch/_src/tensor/engine.py``).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import sys
+from typing import Any, Sequence
+
+from ..common.pickling import loads
 
 ENGINE_MODULE = "monarch._src.tensor.engine"
 
@@ -26,3 +30,15 @@ def engine() -> Any:
     if _engine is None:  # once: mesh.activate() asks for it at every call
         _engine = importlib.import_module(ENGINE_MODULE)
     return _engine
+
+
+def loads_local(frames: Sequence[Any]) -> Any:
+    """``pickling.loads`` of a reply or port message, its tensors made local
+    ones even when it is unpickled inside ``mesh.activate()`` (whose capture
+    would take the torch calls that rebuild them for the mesh's): the
+    engine's ``local_values``, once the engine is loaded (before, no mesh
+    can be active)."""
+    if ENGINE_MODULE in sys.modules:
+        with engine().local_values():
+            return loads(frames)
+    return loads(frames)

@@ -4,13 +4,14 @@ everything that needs torch."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, ContextManager, Dict, List, Optional, Sequence, Tuple, Union
 
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ..backend.plan import plan
 from . import api  # noqa: F401  (registers the tensor class results are made as)
-from . import tracing
+from . import modes, tracing
 from .core import TensorCore
 from .dispatch import activate as _activate
 from .movement import fetch_shard
@@ -37,6 +38,13 @@ def activate(mesh: Any) -> ContextManager[Any]:
 
 def rank(mesh: Any, dims: Union[str, Sequence[str]]) -> Any:
     return _rank(mesh, dims)
+
+
+def local_values() -> ContextManager[Any]:
+    """Where the actor layer unpickles replies and port messages: inside
+    ``mesh.activate()`` out of the capture (``modes.local``), so that their
+    tensors are local ones; elsewhere nothing."""
+    return modes.local() if modes.capture is not None else contextlib.nullcontext()
 
 
 def rref(actor_mesh: Any, endpoint: str, prop: Any, args: Tuple[Any, ...],

@@ -22,25 +22,37 @@ As in Monarch, the function may also be named by its import path,
 ``remote("pkg.module.fn", propagate=...)``: each worker imports it (a
 ``torch.`` path is looked up attribute by attribute from ``torch``), and the
 controller need not have it (propagate None then means ``"cached"``).
+
+The function is also an endpoint, as in Monarch: under ``mesh.activate()``,
+``fn.call(*args, **kwargs)`` (a Future of a ValueMesh of each rank's return
+value, whatever it is), ``call_one``, ``choose``, ``stream``, ``broadcast``
+and ``monarch.actor.send(fn, args, kwargs, port=port)`` run it on the ranks
+of the active mesh as an endpoint of a hidden actor on each of their procs
+(``remote_actor.py``); distributed tensor arguments arrive as each rank's
+local shard.
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
+from ..actor.actor_mesh import Endpoint, internal_mesh
+from ..actor.value_mesh import ValueMesh
 from ..common import pickling
 from ..common.errors import usage
+from ..common.future import Future
 from ..common.location import user_location
-from . import remote_exec
+from . import remote_exec, tracing
 from .checks import check_use
 from .core import HAS_CUDA, TensorCore, device_of, fake_mode, new_dtensor
 from .dispatch import to_fake
 from .modes import active_mesh, local
+from .remote_actor import MESH_NAME, RemoteFunctions
 from .streams import get_active_stream
 from .tracing import sink_for
 
@@ -145,6 +157,113 @@ class Remote:
             lambda sink, a, results, mesh, stream, loc: sink.call_function(
                 self.name, a, results, mesh, stream, loc, self.definition),
             probe=self._cached.meta)
+
+    def rref(self, *args: Any, **kwargs: Any) -> Any:
+        """Monarch's name for the call itself: distributed tensor results."""
+        return self(*args, **kwargs)
+
+    # -- the adverbs: an endpoint on the active mesh (remote_actor.py) ------------------
+    def call(self, *args: Any, **kwargs: Any) -> "Future[ValueMesh]":
+        """Every rank of the active mesh runs the function; a Future of the
+        ValueMesh (the active mesh's shape) of what each returned."""
+        return self._endpoint("call").call(*args, **kwargs)
+
+    def call_one(self, *args: Any, **kwargs: Any) -> Future[Any]:
+        """The only rank of the active mesh (an error if it has more)."""
+        return self._endpoint("call_one").call_one(*args, **kwargs)
+
+    def choose(self, *args: Any, **kwargs: Any) -> Future[Any]:
+        """One rank of the active mesh, round robin."""
+        return self._endpoint("choose").choose(*args, **kwargs)
+
+    def stream(self, *args: Any, **kwargs: Any) -> Iterator[Future[Any]]:
+        """Every rank; one Future per rank, the k-th completing with the
+        k-th reply to arrive."""
+        return self._endpoint("stream").stream(*args, **kwargs)
+
+    def broadcast(self, *args: Any, **kwargs: Any) -> None:
+        """Every rank, no reply; an exception stops that rank's hidden actor
+        and is a supervision event, as for an actor endpoint."""
+        self._endpoint("broadcast").broadcast(*args, **kwargs)
+
+    def _monarch_endpoint(self) -> Endpoint:
+        """What ``monarch.actor.send(fn, ...)`` (and ``Accumulator``) calls."""
+        return self._endpoint("send")
+
+    def _endpoint(self, adverb: str) -> "_FunctionEndpoint":
+        mesh = active_mesh()
+        if mesh is None:
+            raise ValueError("Calling a 'remote' monarch function requires an active proc_mesh "
+                             f"(`with proc_mesh.activate():`): {self.__qualname__}.{adverb}() "
+                             "found none")
+        if tracing.current() is not None:
+            raise NotImplementedError(
+                f"{self.__qualname__}.{adverb}() inside monarch.trace: a traced program has no "
+                "actors to run it; call the function itself (distributed tensor results), or "
+                "the adverb eagerly")
+        with local():
+            actors = internal_mesh(mesh, MESH_NAME, RemoteFunctions)
+        return _FunctionEndpoint(actors, self)
+
+
+class _FunctionEndpoint(Endpoint):
+    """A remote function's adverbs: the endpoint ``RemoteFunctions.run`` of
+    the hidden actors of the active mesh's procs, each message naming the
+    function (its name and by-value definition before the call's own
+    arguments). The messages are pickled under :func:`local`: inside
+    ``mesh.activate()`` that work is the frontend's, not the mesh's."""
+
+    def __init__(self, actors: Any, fn: Remote):
+        super().__init__(actors, "run")
+        self._lead = (fn.name, fn.definition)
+        self._what = f"remote function {fn.__qualname__}"
+
+    def _describe(self) -> str:
+        return self._what
+
+    def _frames(self, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                port: Any = None) -> Tuple[List[Any], int]:
+        with local():
+            return super()._frames(self._lead + (args, kwargs), {}, port)
+
+    def _per_actor(self, args: Tuple[Any, ...], kwargs: Dict[str, Any], port: Any = None,
+                   one: bool = False) -> Optional[List[Tuple[Any, List[Any], int]]]:
+        _check_shards(self._what, self._mesh._proc_mesh, args, kwargs)
+        with local():
+            return super()._per_actor(self._lead + (args, kwargs), {}, port, one)
+
+    def call_one(self, *args: Any, **kwargs: Any) -> Future[Any]:
+        n = len(self._mesh)
+        if n != 1:
+            raise ValueError(f"call_one of {self._what} on the active mesh of {n} ranks "
+                             f"({self._mesh._view.shape_string()}); it needs exactly one "
+                             "(activate a slice of one rank)")
+        return super().call_one(*args, **kwargs)
+
+    def rref(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"{self._what}: for distributed tensor results call the function "
+                        "itself")
+
+    def __repr__(self) -> str:
+        return f"<Endpoint {self._what} on {self._mesh._view.shape_string()}>"
+
+
+def _check_shards(what: str, mesh: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
+    """A distributed tensor argument of an adverb must have a shard on every
+    rank of the active mesh (it is each rank's local shard that goes)."""
+    for t in tree_flatten((list(args), dict(kwargs)))[0]:
+        if not isinstance(t, TensorCore):
+            continue
+        if t._mesh._session is not mesh._session:
+            raise ValueError(f"{what}: a distributed tensor argument lives on "
+                             f"{t._mesh._describe()} of other processes than the active mesh "
+                             f"{mesh._describe()}")
+        view = t._mesh._view
+        missing = [r for r in mesh._view.ranks() if view.coords_of(r) is None]
+        if missing:
+            raise ValueError(f"{what}: a distributed tensor argument on {t._mesh._describe()} "
+                             f"has no shard on ranks {missing} of the active mesh "
+                             f"{mesh._describe()}")
 
 
 Meta = Tuple[bool, List[Tuple[torch.dtype, Tuple[int, ...], torch.device]]]

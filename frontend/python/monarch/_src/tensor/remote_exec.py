@@ -16,48 +16,22 @@ tuple/list of them.
 
 from __future__ import annotations
 
-import importlib
 import traceback
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, List, Tuple
 
 import torch
 
+# The resolver is torch-free: the actors that run remote functions' adverbs use it too.
+from .remote_actor import resolve  # noqa: F401 (remote.py finds it here)
 
 PREFIX = "python:"
 META_PREFIX = "python-meta:"
-
-_functions: Dict[str, Callable[..., Any]] = {}
 
 # dtype codes of the metadata probe (kept in step with remote.py).
 DTYPES = [
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
     torch.int16, torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128,
 ]
-
-
-def resolve(name: str, definition: bytes = b"") -> Callable[..., Any]:
-    """The function a ``call_function`` names: ``python:<module>:<qualname>``
-    is imported; ``python:@<digest>:<qualname>`` is unpickled from the
-    by-value ``definition`` the instruction carried (once per process)."""
-    fn = _functions.get(name)
-    if fn is not None:
-        return fn
-    _, module, qualname = name.split(":", 2)
-    if module.startswith("@"):
-        if not definition:
-            raise RuntimeError(f"remote function {qualname} was sent by value but this worker "
-                               "never received its definition")
-        import pickle
-
-        fn = pickle.loads(definition)
-    else:
-        obj: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-        fn = obj
-    fn = getattr(fn, "_monarch_remote_fn", fn)  # a Remote: its function
-    _functions[name] = fn
-    return fn
 
 
 def flatten(out: Any, what: str) -> Tuple[bool, List[torch.Tensor]]:
