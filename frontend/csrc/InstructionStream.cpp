@@ -383,7 +383,8 @@ InstructionStream::callRecording(int64_t recording,
 Expected<int64_t> InstructionStream::op(int64_t templateId, int64_t mesh,
                                         int64_t stream, int64_t locationId,
                                         const std::vector<int64_t> &inputs,
-                                        const std::vector<int64_t> &results) {
+                                        const std::vector<int64_t> &results,
+                                        bool *fullOut) {
   bool full = false;
   int64_t id;
   {
@@ -432,6 +433,10 @@ Expected<int64_t> InstructionStream::op(int64_t templateId, int64_t mesh,
         refTypes.push_back(std::move(rt));
       }
     full = noteAppendedLocked();
+  }
+  if (fullOut) {
+    *fullOut = full;
+    return id;
   }
   if (full)
     if (Status s = flush(); !s.isOk())

@@ -85,10 +85,14 @@ public:
   int64_t location(const std::string &text);
 
   /// One op from a template: returns its instruction id. `inputs` and
-  /// `results` fill the template's placeholders.
+  /// `results` fill the template's placeholders. With `full`, a batch that
+  /// became full is not sent here: `*full` says so and the caller flush()es
+  /// (the Python binding appends with the GIL held and lets it go only to
+  /// send).
   Expected<int64_t> op(int64_t templateId, int64_t mesh, int64_t stream,
                        int64_t locationId, const std::vector<int64_t> &inputs,
-                       const std::vector<int64_t> &results);
+                       const std::vector<int64_t> &results,
+                       bool *full = nullptr);
 
   /// Any other instruction, serialized by the caller; its id is assigned
   /// here and returned. While recording, `types` are the local types of the

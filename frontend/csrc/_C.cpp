@@ -354,12 +354,18 @@ public:
 
   int64_t location(const std::string &text) { return stream->location(text); }
 
+  /// Every op dispatched comes through here: the append runs with the GIL
+  /// held (it only takes the stream's lock, which no one holds for long);
+  /// the GIL goes only while a full batch is sent.
   int64_t op(int64_t templateId, int64_t mesh, int64_t streamId,
              int64_t locationId, const std::vector<int64_t> &inputs,
              const std::vector<int64_t> &results) {
-    py::gil_scoped_release release;
-    return unwrap(
-        stream->op(templateId, mesh, streamId, locationId, inputs, results));
+    bool full = false;
+    int64_t id = unwrap(stream->op(templateId, mesh, streamId, locationId,
+                                   inputs, results, &full));
+    if (full)
+      flush();
+    return id;
   }
 
   int64_t

@@ -30,6 +30,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <c10/util/SmallVector.h>
@@ -2007,11 +2008,22 @@ struct Executor::Impl {
   /// before it runs op by op for good.
   static constexpr int kGraphMaxCaptures = 4;
 
+  /// A CPU scalar (0-d) input that the segment only reads, such as a
+  /// loop's induction tensor: the graph reads it from a 0-d buffer on the
+  /// GPU, which each replay fills with its value (a kernel argument, no
+  /// host sync). Ops of CUDA tensors take a 0-d tensor of either device
+  /// alike (type promotion and results are the same); a segment whose ops
+  /// need it on the CPU makes CPU tensors, which its warm-up refuses.
+  static bool cpuScalarInput(const at::Tensor &t) {
+    return t.is_cpu() && t.dim() == 0 && t.layout() == at::kStrided;
+  }
+
   /// The shapes of `seg`'s inputs in this call, into `out`; false when a
   /// replay cannot stand for this call: an input that is an error (its
-  /// dependent errors come from running op by op), not a dense CUDA tensor
-  /// of the stream's device, or sharing storage with another input (one
-  /// fixed buffer each would break the aliasing).
+  /// dependent errors come from running op by op), neither a dense CUDA
+  /// tensor of the stream's device nor a CPU scalar the segment only reads
+  /// (cpuScalarInput), or sharing storage with another input (one fixed
+  /// buffer each would break the aliasing).
   bool inputSignature(const StreamContext &ctx,
                       const RecordingGraphs::Segment &seg, Cell *const *cells,
                       std::vector<int64_t> &out) const {
@@ -2021,8 +2033,19 @@ struct Executor::Impl {
     for (uint32_t i : inputs) {
       const Cell &c = *cells[i];
       const at::Tensor &t = c.value.tensor;
-      if (!c.bound || c.value.error || !t.defined() || !t.is_cuda() ||
-          t.layout() != at::kStrided || t.get_device() != ctx.device->device() ||
+      if (!c.bound || c.value.error || !t.defined())
+        return false;
+      if (cpuScalarInput(t)) {
+        if (std::find(seg.plan.writtenInputs.begin(),
+                      seg.plan.writtenInputs.end(),
+                      i) != seg.plan.writtenInputs.end())
+          return false;
+        out.push_back(-1); // a CPU scalar: no storage of the GPU to share
+        out.push_back(static_cast<int64_t>(t.scalar_type()));
+        continue;
+      }
+      if (!t.is_cuda() || t.layout() != at::kStrided ||
+          t.get_device() != ctx.device->device() ||
           !t.is_non_overlapping_and_dense())
         return false;
       storages.push_back(t.storage().unsafeGetStorageImpl());
@@ -2101,6 +2124,15 @@ struct Executor::Impl {
     inputs.reserve(plan.inputs.size());
     for (uint32_t i : plan.inputs) {
       const at::Tensor &t = cells[i]->value.tensor;
+      if (cpuScalarInput(t)) { // read from the GPU (cpuScalarInput)
+        at::Tensor buffer = at::empty(
+            {}, t.options().device(c10::Device(
+                    c10::kCUDA,
+                    static_cast<c10::DeviceIndex>(ctx.device->device()))));
+        buffer.fill_(t.item());
+        inputs.push_back(std::move(buffer));
+        continue;
+      }
       at::Tensor buffer = at::empty_strided(t.sizes(), t.strides(), t.options());
       buffer.copy_(t);
       inputs.push_back(std::move(buffer));
@@ -2239,8 +2271,13 @@ struct Executor::Impl {
     const CompiledRecording::Step &first = rec.steps[plan.begin];
     int64_t start = ctx.trace ? traceStart(ctx) : 0;
     try {
-      for (size_t j = 0; j < plan.inputs.size(); ++j)
-        seg.inputs[j].copy_(cells[plan.inputs[j]]->value.tensor);
+      for (size_t j = 0; j < plan.inputs.size(); ++j) {
+        const at::Tensor &t = cells[plan.inputs[j]]->value.tensor;
+        if (t.is_cpu()) // a CPU scalar (cpuScalarInput): its value
+          seg.inputs[j].fill_(t.item());
+        else
+          seg.inputs[j].copy_(t);
+      }
       seg.graph->replay();
       for (size_t k : seg.copyBack)
         cells[plan.inputs[k]]->value.tensor.copy_(seg.inputs[k]);

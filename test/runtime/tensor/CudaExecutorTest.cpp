@@ -898,6 +898,44 @@ TEST(CudaGraphs, ALoopReplaysItsBodyOnEveryTrip) {
   EXPECT_EQ(s.replays, 49);
 }
 
+TEST(CudaGraphs, ALoopReadingItsInductionTensorReplaysItsBody) {
+  REQUIRE_GPU();
+  // 40 trips of c = (c + i) * 0.5 + i, i = 3 + 2k the induction tensor (a
+  // CPU int64 scalar, read from a GPU buffer each replay fills).
+  PlanBuilder b({{"x", 1}});
+  GraphBody g = defineRecording(b, 1, {1000, 1001}, {1004});
+  g.op("aten::add", "Tensor", {val::ref(1000), val::ref(1001)}, {1002});
+  g.op("aten::mul", "Scalar", {val::ref(1002), val::scalar(0.5)}, {1003});
+  g.op("aten::add", "Tensor", {val::ref(1003), val::ref(1001)}, {1004});
+  g.del({1002, 1003});
+  int64_t c = cudaFull(b, 16, 1000);
+  auto *l = b.add(0).mutable_loop();
+  l->set_recording(1);
+  l->set_trips(40);
+  l->set_lower(3);
+  l->set_step(2);
+  l->add_carried(c);
+  auto *ind = l->add_induction();
+  ind->set_mesh(0);
+  ind->set_stream(0);
+  int64_t r = b.ref();
+  l->add_results(r);
+  int64_t f = b.fetch(0, r);
+  CudaHarness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  at::Tensor C = at::full({16}, 1000.f);
+  for (int64_t k = 0; k < 40; ++k) {
+    at::Tensor i = at::scalar_tensor(3 + 2 * k, at::kLong);
+    C = (C + i) * 0.5 + i;
+  }
+  EXPECT_TRUE(at::equal(h.value(f), C));
+  CudaGraphStats s = h.executor->cudaGraphStats();
+  EXPECT_EQ(s.refused, 0);
+  EXPECT_EQ(s.captures, 1);
+  EXPECT_EQ(s.replays, 39);
+}
+
 TEST(CudaGraphs, TheTraceShowsOneSlicePerReplay) {
   REQUIRE_GPU();
   PlanBuilder b({{"x", 1}});
