@@ -31,6 +31,7 @@ _PUBLIC: Dict[str, Tuple[str, str]] = {
     "Remote": ("tensor.remote", "Remote"),
     "RemoteException": ("common.errors", "RemoteException"),
     "Stream": ("tensor.streams", "Stream"),
+    "Simulator": ("tensor.simulator", "Simulator"),
     "SupervisionError": ("common.errors", "SupervisionError"),
     "Tensor": ("tensor.api", "DTensor"),
     "Trace": ("tensor.trace_api", "Trace"),
