@@ -9,14 +9,14 @@ engine when ``spawn_procs`` runs.
 from __future__ import annotations
 
 from .._src.actor.actor import Actor, endpoint
-from .._src.actor.actor_mesh import ActorMesh, Endpoint
+from .._src.actor.actor_mesh import ActorMesh, Endpoint, send
 from .._src.actor.controllers import get_or_spawn_controller
 from .._src.actor.current import (Context, context, current_actor_name, current_rank,
                                   current_size)
 from .._src.actor.endpoints import Accumulator, as_endpoint, concurrent_endpoint
 from .._src.actor.host_mesh import HostMesh, attach_hosts, slurm_hosts, this_host, this_proc
 from .._src.actor.local_hosts import hosts_from_config
-from .._src.actor.ports import Channel, Port, PortReceiver, RankedPortReceiver, send
+from .._src.actor.ports import Channel, Port, PortReceiver, RankedPortReceiver
 from .._src.actor.proc_mesh import ProcMesh
 from .._src.actor.shape import Extent, Point
 from .._src.actor.shutdown import shutdown_context

@@ -13,65 +13,30 @@ from __future__ import annotations
 import itertools
 import os
 import pickle
-import re
 import sys
 import threading
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
-from ..common.errors import ActorError, SupervisionError
+from ..common.errors import SupervisionError
 from ..common.future import Future, HandleSource, gather
 from ..common.pickling import dumps
 from ..mesh.view import MeshView
-from . import context, controller_port
+from . import context, controller_port, replies
+from .ports import Port
+from .replies import _exited, _raise_status, _unpack_reply
 from . import procs as procs_mod
 from .actor import (Actor, EndpointProperty, NotAnEndpoint, endpoint_names,
-                    endpoint_property)
+                    endpoint_property, endpoint_takes_port)
 from .stream import in_arrival_order
-from .tensor_engine import ENGINE_MODULE, engine, loads_local
+from .tensor_engine import ENGINE_MODULE, engine
 from .shape import Extent
 from .value_mesh import ValueMesh
 
 FLAG_NO_REPLY = 1  # kept in step with worker.py
-FLAG_TO_PORT = 2  # the frames carry a Port for the result (ports.send)
+FLAG_TO_PORT = 2  # the frames carry a Port for the result (send)
 FLAG_SLICED = 4  # the frames end with the slice the message went to (message_rank)
 FLAG_PORT_ARG = 8  # the method takes a Port first (as_endpoint(..., explicit_response_port=True))
-
-_WHERE = re.compile(r"^([^\[\s]+)\[(\d+)\]")
-# A call to a rank already known to have failed (ActorMeshState::checkRanks).
-_FAILED_RANK = re.compile(r"^actor mesh '([^']+)' rank (\d+) failed")
-
-
-def _raise_status(code: str, message: str, endpoint: str) -> None:
-    m = _WHERE.match(message) or _FAILED_RANK.match(message)
-    mesh, rank = (m.group(1), int(m.group(2))) if m else ("", -1)
-    if code in ("Supervision", "Closed"):
-        raise SupervisionError(f"supervision: {message}", mesh, rank)
-    if code == "Timeout":
-        raise TimeoutError(message)
-    raise ActorError(f"{mesh}[{rank}].{endpoint}" if m else endpoint, None,
-                     f"{code}: {message}")
-
-
-def _exited(mesh: str, rank: int, reason: str) -> str:
-    """A failed actor's SupervisionError text: ours ("actor mesh 'm' rank r
-    failed") and Monarch's ("Actor ... exited because of the following
-    reason"), so that either's patterns match."""
-    where = f"actor mesh '{mesh}'" + (f" rank {rank}" if rank >= 0 else "")
-    actor = f"{mesh}[{rank}]" if rank >= 0 else mesh
-    return (f"supervision: {where} failed: Actor {actor} exited because of the following "
-            f"reason: {reason}")
-
-
-def _unpack_reply(frames: List[Any], endpoint: str) -> Any:
-    reply = loads_local(frames)
-    if reply[0] == "ok":
-        return reply[1]
-    if reply[0] == "stopped":  # the actor failed an unhandled supervision event
-        _, mesh, rank, reason = reply
-        raise SupervisionError(_exited(mesh, rank, reason),
-                               mesh, rank)
-    _, exc, tb, where = reply
-    raise ActorError(where, exc, tb)
+FLAG_REPLY_PORT = replies.FLAG_REPLY_PORT  # the last frame is the call's reply channel
 
 
 def spawn(proc_mesh: Any, name: str, actor_class: type, *args: Any, **kwargs: Any) -> "ActorMesh":
@@ -287,6 +252,7 @@ class ActorMesh:
         if state.stopped or self._cname in state.stopped_meshes:
             return Future.ready(None)
         state.stopped_meshes[self._cname] = "stopped by ActorMesh.stop()"
+        replies.fail_mesh(self._cname, "stopped by ActorMesh.stop()")
         try:
             handle = self._root.call("__monarch_stop__", dumps(((), {})), 0)
         except Exception as e:  # noqa: BLE001 - delivered by get()
@@ -338,7 +304,7 @@ class Endpoint:
     def _frames(self, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                 port: Any = None) -> Tuple[List[Any], int]:
         """The message's frames and the flags they need: ``(args, kwargs)``,
-        then the port of ``ports.send``, then -- for a message to a slice of
+        then the port of ``send``, then -- for a message to a slice of
         the spawned mesh -- the slice, so that each actor's ``message_rank``
         is its point in that slice (worker.py)."""
         mesh = self._mesh
@@ -393,10 +359,19 @@ class Endpoint:
         """What errors about the call name."""
         return f"endpoint {self._mesh._name}.{self._name}"
 
+    def _takes_port(self) -> bool:
+        """Whether the endpoint answers through a Port it takes after self
+        (``explicit_response_port``): then the adverbs wait for what it
+        sends, whenever it sends it (replies.py)."""
+        return endpoint_takes_port(self._mesh._class, self._name)
+
     def call(self, *args: Any, **kwargs: Any) -> Future[ValueMesh]:
         """Every actor of the mesh; a Future of a :class:`ValueMesh`."""
         mesh = self._mesh
         names, sizes = list(mesh._view.names), list(mesh._view.sizes)
+        if self._takes_port():
+            return self._deferred(args, kwargs, "mesh").mesh_future(
+                lambda vals: ValueMesh(names, sizes, vals))
         per_actor = self._per_actor(args, kwargs)
         if per_actor is not None:
             return gather([self._one(h.call_one(self._name, f, fl)) for h, f, fl in per_actor],
@@ -423,6 +398,8 @@ class Endpoint:
         if len(mesh) != 1:
             raise ValueError(
                 f"call_one on actor mesh '{mesh._name}' of {len(mesh)} actors; it needs exactly one")
+        if self._takes_port():
+            return self._deferred(args, kwargs, "one").one_future()
         per_actor = self._per_actor(args, kwargs)
         if per_actor is not None:
             (handle, frames, flags), = per_actor
@@ -433,6 +410,8 @@ class Endpoint:
 
     def choose(self, *args: Any, **kwargs: Any) -> Future[Any]:
         """One live actor of the mesh, round robin."""
+        if self._takes_port():
+            return self._deferred(args, kwargs, "choose").one_future()
         per_actor = self._per_actor(args, kwargs, one=True)
         if per_actor is not None:  # each actor gets its own shards: any one of them
             (handle, frames, flags), = per_actor
@@ -453,7 +432,7 @@ class Endpoint:
 
     def _send(self, args: Tuple[Any, ...], kwargs: Dict[str, Any], port: Any,
               selection: str) -> None:
-        """``ports.send``: every actor (``"all"``) or one (``"choose"``) runs
+        """``send``: every actor (``"all"``) or one (``"choose"``) runs
         the endpoint; results go to ``port`` (or nowhere)."""
         per_actor = self._per_actor(args, kwargs, port, one=selection == "choose")
         if per_actor is not None:
@@ -490,6 +469,8 @@ class Endpoint:
         """Every actor; yields one Future per actor, as Monarch does: the k-th
         completes with the k-th reply to arrive (``[f.get() for f in ...]``,
         or ``await f``)."""
+        if self._takes_port():
+            return iter(self._deferred(args, kwargs, "stream").stream_futures())
         per_actor = self._per_actor(args, kwargs)
         if per_actor is not None:
             replies = [self._one(h.call_one(self._name, f, fl)) for h, f, fl in per_actor]
@@ -498,6 +479,57 @@ class Endpoint:
         replies = [self._one(f) for h, _ in self._mesh._plan()
                    for f in h.stream(self._name, frames, flags)]
         return iter(in_arrival_order(replies))
+
+    def _deferred(self, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                  mode: str) -> "replies.Pending":
+        """Sends an adverb's call of an endpoint that answers through a Port
+        (``mode`` as :class:`replies.Pending` takes it), through the same C++
+        adverb as any other call, with a reply channel opened for it: the
+        actors hand the endpoint a Port of that channel, and the adverb's
+        futures are what each rank sends on it."""
+        mesh = self._mesh
+        ep = self._name
+        per_actor = self._per_actor(args, kwargs, one=mode == "choose")
+        frames: List[Any] = []
+        flags = 0
+        if per_actor is None:
+            frames, flags = self._frames(args, kwargs)
+        flags |= FLAG_REPLY_PORT | FLAG_PORT_ARG  # the port goes first, however declared
+        if per_actor is not None and mode == "choose":
+            mode = "one"  # the actor whose shards were fetched
+        if per_actor is not None:
+            positions = [p for handle, _, _ in per_actor for p in handle.ranks()]
+        elif mode == "one":
+            (handle, _), = mesh._plan()
+            positions = list(handle.ranks())
+        else:
+            positions = [mesh._position[r] for r in mesh._view.ranks()]
+        pending = replies.Pending(mesh, ep, positions, mode)
+        try:
+            if per_actor is not None:
+                for handle, f, fl in per_actor:
+                    pending.watch(handle.call_one(ep, pending.framed(f), fl | flags),
+                                  list(handle.ranks()), True)
+            elif mode == "one":
+                (handle, _), = mesh._plan()
+                pending.watch(handle.call_one(ep, pending.framed(frames), flags),
+                              positions, True)
+            elif mode == "choose":
+                pending.watch(self._chosen().choose(ep, pending.framed(frames), flags), [],
+                              True)
+            elif mode == "stream":
+                for handle, _ in mesh._plan():
+                    for rank, f in zip(handle.ranks(),
+                                       handle.stream(ep, pending.framed(frames), flags)):
+                        pending.watch(f, [rank], True)
+            else:
+                for handle, _ in mesh._plan():
+                    pending.watch(handle.call(ep, pending.framed(frames), flags),
+                                  list(handle.ranks()), False)
+        except BaseException:
+            pending.close()
+            raise
+        return pending
 
     def rref(self, *args: Any, **kwargs: Any) -> Any:
         """Every actor, on distributed tensors: each actor's endpoint gets its
@@ -525,6 +557,32 @@ class Endpoint:
 
     def __repr__(self) -> str:
         return f"<Endpoint {self._mesh._name}.{self._name}>"
+
+
+def send(endpoint: Any, args: Tuple[Any, ...] = (), kwargs: Optional[Dict[str, Any]] = None,
+         port: Optional[Port[Any]] = None, selection: str = "all") -> None:
+    """Calls ``endpoint`` (``mesh.method``) without waiting: on every actor
+    (``selection="all"``) or one (``"choose"``). With a ``port``, each
+    result, or exception, is sent to it; without, results are dropped and an
+    exception stops the actor (as ``broadcast``). ``endpoint`` may also be
+    what stands for one: a ``monarch.remote`` function, which runs on the
+    ranks of the active mesh (its ``_monarch_endpoint()`` is the endpoint)."""
+    stand_in = not isinstance(endpoint, Endpoint) and \
+        callable(getattr(type(endpoint), "_monarch_endpoint", None))
+    if not isinstance(endpoint, Endpoint) and not stand_in:
+        raise TypeError(f"send takes an endpoint of an actor mesh (mesh.method) or a "
+                        f"monarch.remote function, got {endpoint!r}")
+    if not isinstance(args, tuple):
+        raise TypeError(f"send's args is a tuple, got {type(args).__name__}")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise TypeError(f"send's kwargs is a dict, got {type(kwargs).__name__}")
+    if port is not None and not isinstance(port, Port):
+        raise TypeError(f"send's port is a Port (Channel.open()), got {port!r}")
+    if selection not in ("all", "choose"):
+        raise ValueError(f"send's selection is 'all' or 'choose', got {selection!r}")
+    if stand_in:
+        endpoint = endpoint._monarch_endpoint()
+    endpoint._send(args, kwargs or {}, port, selection)
 
 
 _counter_choose = [0]

@@ -57,6 +57,9 @@ class _MethodEndpoint(Endpoint):
     def _property(self) -> EndpointProperty:
         return self._prop
 
+    def _takes_port(self) -> bool:
+        return self._prop._explicit_response_port
+
     def _frames(self, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                 port: Any = None) -> Tuple[List[Any], int]:
         frames, flags = super()._frames(args, kwargs, port)

@@ -13,18 +13,20 @@ next message; messages from one sender arrive in the order sent.
 value)``: the rank of the actor that sent it, for ports that ``send`` or an
 ``explicit_response_port`` endpoint handed to an actor of a mesh.
 
-``send(endpoint, args, kwargs, port=port, selection="all"|"choose")`` sends
-a call without waiting for it: each selected actor runs the endpoint and
-sends its result (or exception) to ``port`` (a ``monarch.remote`` function
-stands for an endpoint: each rank of the active mesh runs it); an endpoint declared
+``send(endpoint, args, kwargs, port=port, selection="all"|"choose")``
+(actor_mesh.py, beside the adverbs) sends a call without waiting for it:
+each selected actor runs the endpoint and sends its result (or exception) to
+``port`` (a ``monarch.remote`` function stands for an endpoint: each rank of
+the active mesh runs it); an endpoint declared
 ``@endpoint(explicit_response_port=True)`` gets ``port`` itself as its first
-argument and sends when it likes.
+argument and sends when it likes -- as it does through the adverbs, whose
+calls wait for what it sends (replies.py).
 """
 
 from __future__ import annotations
 
 import traceback
-from typing import Any, Dict, Generic, Optional, Tuple, TypeVar
+from typing import Any, Generic, Optional, Tuple, TypeVar
 
 from ..common.future import Future, HandleSource
 from ..common.pickling import dumps
@@ -32,9 +34,6 @@ from .extension import actors
 from .tensor_engine import loads_local
 
 R = TypeVar("R")
-
-FLAG_NO_REPLY = 1  # kept in step with worker.py
-FLAG_TO_PORT = 2
 
 
 class Port(Generic[R]):
@@ -56,13 +55,7 @@ class Port(Generic[R]):
         """Makes the receiver's ``recv()`` of this message raise ``obj``."""
         if not isinstance(obj, BaseException):
             raise TypeError(f"Port.exception takes an exception, got {obj!r}")
-        tb = "".join(traceback.format_exception(type(obj), obj, obj.__traceback__))
-        try:
-            frames = dumps(("err", obj, tb, self._rank))
-        except Exception:  # the exception does not pickle: its text does
-            frames = dumps(("err", RuntimeError(f"{type(obj).__name__}: {obj}\n{tb}"), tb,
-                            self._rank))
-        self._send_frames(frames)
+        self._send_frames(exception_frames(obj, self._rank))
 
     def _send(self, reply: Tuple[Any, ...]) -> None:
         self._send_frames(dumps(reply))
@@ -81,6 +74,15 @@ class Port(Generic[R]):
     def __repr__(self) -> str:
         rank = "" if self._rank is None else f" rank {self._rank}"
         return f"<Port {self._addr}#{self._port}{rank}>"
+
+
+def exception_frames(obj: BaseException, rank: Optional[int]) -> Any:
+    """The frames of ``port.exception(obj)`` sent as ``rank``."""
+    tb = "".join(traceback.format_exception(type(obj), obj, obj.__traceback__))
+    try:
+        return dumps(("err", obj, tb, rank))
+    except Exception:  # the exception does not pickle: its text does
+        return dumps(("err", RuntimeError(f"{type(obj).__name__}: {obj}\n{tb}"), tb, rank))
 
 
 def _reply(out: Any) -> Tuple[Any, Optional[int]]:
@@ -153,31 +155,3 @@ class Channel(Generic[R]):
         """``Channel.open()`` whose receiver gives ``(rank, value)``."""
         port, receiver = Channel.open(once)
         return port, receiver.ranked()
-
-
-def send(endpoint: Any, args: Tuple[Any, ...] = (), kwargs: Optional[Dict[str, Any]] = None,
-         port: Optional[Port[Any]] = None, selection: str = "all") -> None:
-    """Calls ``endpoint`` (``mesh.method``) without waiting: on every actor
-    (``selection="all"``) or one (``"choose"``). With a ``port``, each
-    result, or exception, is sent to it; without, results are dropped and an
-    exception stops the actor (as ``broadcast``). ``endpoint`` may also be
-    what stands for one: a ``monarch.remote`` function, which runs on the
-    ranks of the active mesh (its ``_monarch_endpoint()`` is the endpoint)."""
-    from .actor_mesh import Endpoint
-
-    stand_in = not isinstance(endpoint, Endpoint) and \
-        callable(getattr(type(endpoint), "_monarch_endpoint", None))
-    if not isinstance(endpoint, Endpoint) and not stand_in:
-        raise TypeError(f"send takes an endpoint of an actor mesh (mesh.method) or a "
-                        f"monarch.remote function, got {endpoint!r}")
-    if not isinstance(args, tuple):
-        raise TypeError(f"send's args is a tuple, got {type(args).__name__}")
-    if kwargs is not None and not isinstance(kwargs, dict):
-        raise TypeError(f"send's kwargs is a dict, got {type(kwargs).__name__}")
-    if port is not None and not isinstance(port, Port):
-        raise TypeError(f"send's port is a Port (Channel.open()), got {port!r}")
-    if selection not in ("all", "choose"):
-        raise ValueError(f"send's selection is 'all' or 'choose', got {selection!r}")
-    if stand_in:
-        endpoint = endpoint._monarch_endpoint()
-    endpoint._send(args, kwargs or {}, port, selection)

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..common import python_workers
 from ..common.future import Future, HandleSource
 from ..common.pickling import dumps
-from . import context, supervision
+from . import context, replies, supervision
 from .extension import actors
 
 #: (procs name, root shape, listen address of each root rank): what a proc
@@ -180,6 +180,8 @@ class ActorProcs:
     def stop(self) -> None:
         if not self.stopped:
             self.stopped = True
+            # Calls waiting for deferred replies of their actors fail.
+            replies.fail_procs(self.name, f"its procs '{self.name}' were stopped")
             if self._reference is not None:
                 self._reference.stop()  # retired first: it would report the procs' end
             if not self.beside_tensor_workers:  # those stop with the tensor session

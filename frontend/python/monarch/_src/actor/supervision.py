@@ -15,7 +15,7 @@ import traceback
 import weakref
 from typing import Any, Callable, Dict, Optional
 
-from . import context
+from . import context, replies
 from .extension import actors
 
 
@@ -111,6 +111,10 @@ def _dispatch_loop() -> None:
 
 
 def dispatch(procs_name: str, kind: str, event: SupervisionEvent) -> None:
+    try:  # first: calls waiting for a deferred reply from the failed ranks fail
+        replies.on_event(procs_name, kind, event.mesh, event.rank, event.reason)
+    except Exception as e:  # noqa: BLE001 - the event is still handled
+        sys.stderr.write(f"monarch: failing the pending replies of {event}: {e!r}\n")
     ref = _by_name.get(procs_name)
     state = ref() if ref is not None else None
     if state is None or state.stopped:
@@ -158,6 +162,7 @@ def supervise(instance: Any, event: SupervisionEvent) -> None:
             if handled:
                 return
             instance.__dict__["_monarch_stopped"] = reason
+            replies.fail_outstanding(instance, reason)
         finally:
             lock.release()
     sys.stderr.write(f"monarch: actor {info.get('mesh')}[{info.get('rank')}] failed: {reason}\n")

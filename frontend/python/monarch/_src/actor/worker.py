@@ -22,14 +22,14 @@ from typing import Any, Dict, List
 from ..common import pickling
 from ..common.errors import SupervisionError
 from ..mesh.view import Dim, MeshView
-from . import context, controller_port
+from . import context, controller_port, replies
 from .actor import endpoint_function, endpoint_takes_port
 from .extension import actors
 
 # Flags of "call" (kept in step with actor_mesh.py).
 FLAG_NO_REPLY = 1
 # The frames are (args, kwargs, port): the result goes to that Port
-# (``send(endpoint, ..., port=port)``, ports.py), an exception too.
+# (``send(endpoint, ..., port=port)``, actor_mesh.py), an exception too.
 FLAG_TO_PORT = 2
 # The frames end with the slice the message went to: (offset, ((name, size,
 # stride), ...)) over the procs' ranks; message_rank is the point in it.
@@ -37,6 +37,11 @@ FLAG_SLICED = 4
 # The method answers through a Port it takes after self, though it is not
 # declared so (``as_endpoint(mesh.method, explicit_response_port=True)``).
 FLAG_PORT_ARG = 8
+# An adverb's call of an endpoint that answers through a Port: the last frame
+# is (addr, port) of the call's reply channel, where everything this actor
+# answers for the call goes (replies.py); the reply here only says which rank
+# ran it.
+FLAG_REPLY_PORT = replies.FLAG_REPLY_PORT
 
 
 class WorkerError(RuntimeError):
@@ -159,12 +164,19 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
     actor and reports it to its owner (supervision). A BaseException that is
     not an Exception (Monarch's way to fail an actor on purpose) stops the
     actor whatever the adverb: the owner gets the event and the caller a
-    supervision error."""
+    supervision error. With FLAG_REPLY_PORT every answer goes to the call's
+    reply channel instead (replies.py) and the reply is ("deferred", rank).
+    When the actor stops, the reply ports it holds unanswered answer with its
+    failure."""
     info = instance.__dict__.get("_monarch_context") or {}
     lock = instance.__dict__["_monarch_lock"]
+    reply_to = None
     with context.entered(instance, info):
         lock.acquire()
         try:
+            if flags & FLAG_REPLY_PORT:  # first: whatever fails next is answered there
+                reply_to = replies.ReplyTo(frames[-1], info, method)
+                frames = frames[:-1]
             stopped = instance.__dict__.get("_monarch_stopped")
             if method in _INTERNAL:
                 return _INTERNAL[method](instance, frames, flags)
@@ -181,6 +193,9 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
                     port.exception(SupervisionError(
                         f"supervision: actor {info.get('mesh')}[{info.get('rank')}] is stopped: "
                         f"{stopped}", str(info.get("mesh")), int(info.get("rank", -1))))
+                if reply_to is not None:
+                    reply_to.stopped(stopped)
+                    return reply_to.deferred()
                 if flags & FLAG_NO_REPLY:
                     return []
                 return pickling.dumps(("stopped", info.get("mesh"), info.get("rank"), stopped))
@@ -196,10 +211,11 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
                 if port is not None:  # its messages say which actor sent them
                     port = port._as_rank(int(info.get("rank", 0)))
                     return _invoke_to_port(instance, fn, takes_port, port, args, kwargs)
-                if takes_port:  # answered through a port: the reply is what it sends
-                    reply = _ReplyPort(f"{info.get('mesh')}[{info.get('rank')}].{method}")
-                    _run(fn(instance, reply, *args, **kwargs))
-                    result = reply.value()
+                if reply_to is not None:  # an adverb's call answered through a port
+                    return _invoke_deferred(instance, fn, takes_port, reply_to, args, kwargs)
+                if takes_port:  # broadcast, or send() without a port: nobody waits
+                    _run(fn(instance, _DroppingPort(), *args, **kwargs))
+                    result = None
                 else:
                     result = _run(fn(instance, *args, **kwargs))
             if flags & FLAG_NO_REPLY:
@@ -208,8 +224,13 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
         except Exception as e:  # noqa: BLE001 - everything goes to the caller
             tb = traceback.format_exc()
             where = f"{info.get('mesh')}[{info.get('rank')}].{method}"
-            if flags & FLAG_NO_REPLY:
-                raise WorkerError(f"endpoint {where} raised:\n{tb}") from None
+            if reply_to is not None:
+                reply_to.error(e, tb)
+                return reply_to.deferred()
+            if flags & FLAG_NO_REPLY:  # the runtime stops the actor
+                reason = f"endpoint {where} raised:\n{tb}"
+                replies.fail_outstanding(instance, reason)
+                raise WorkerError(reason) from None
             try:
                 return pickling.dumps(("err", e, tb, where))
             except Exception:  # the exception itself does not pickle
@@ -217,10 +238,14 @@ def invoke(instance: Any, method: str, frames: List[Any], flags: int) -> List[An
         except BaseException:  # noqa: BLE001 - not an Exception: the actor fails
             where = f"{info.get('mesh')}[{info.get('rank')}].{method}"
             reason = f"endpoint {where} raised:\n{traceback.format_exc()}"
+            replies.fail_outstanding(instance, reason)
             if flags & FLAG_NO_REPLY:
                 raise WorkerError(reason) from None
             instance.__dict__["_monarch_stopped"] = reason
             _report_failure(info, reason)
+            if reply_to is not None:
+                reply_to.stopped(reason)
+                return reply_to.deferred()
             return pickling.dumps(("stopped", info.get("mesh"), info.get("rank"), reason))
         finally:
             lock.release()
@@ -321,49 +346,51 @@ def _invoke_to_port(instance: Any, fn: Any, takes_port: bool, port: Any,
     return []
 
 
-class _ReplyPort:
-    """The Port an ``explicit_response_port`` endpoint gets when it is called
-    through an adverb: the call's reply is what the endpoint sends on it
-    before it returns (one value; a second send is an error)."""
+def _invoke_deferred(instance: Any, fn: Any, takes_port: bool, reply: Any,
+                     args: Any, kwargs: Any) -> List[Any]:
+    """An adverb's call of an endpoint that answers through a port: it gets
+    an AdverbPort of the call's reply channel and answers on it when it
+    likes -- now, or later from any thread (replies.py). An exception is the
+    answer unless it had answered already; a BaseException goes up (invoke
+    stops the actor, which answers the port with its failure)."""
+    port = reply.port(instance) if takes_port else None
+    try:
+        if takes_port:
+            _run(fn(instance, port, *args, **kwargs))
+        else:  # FLAG_REPLY_PORT without a port to hand: its result is the answer
+            reply.send(_run(fn(instance, *args, **kwargs)))
+    except Exception as e:  # noqa: BLE001 - the caller gets it
+        reply.error(e, traceback.format_exc())
+    # No reference kept by the endpoint: the port is dropped here, unanswered,
+    # and its caller is told so (replies._tell_drops).
+    del port
+    reply.returned()
+    return reply.deferred()
 
-    _UNSET = object()
 
-    def __init__(self, where: str):
-        self._where = where
-        self._value: Any = self._UNSET
-        self._error: Any = None
+class _DroppingPort:
+    """The Port an ``explicit_response_port`` endpoint gets when nobody waits
+    for its answer (``broadcast``, ``send`` without a port), as Monarch's
+    DroppingPort: what it sends is dropped; an exception sent on it is raised
+    (in the endpoint: the actor stops, as a broadcast that raised does)."""
 
     def send(self, obj: Any) -> None:
-        self._unused()
-        self._value = obj
+        pass
 
     def exception(self, obj: BaseException) -> None:
-        self._unused()
-        self._error = obj
-
-    def _unused(self) -> None:
-        if self._value is not self._UNSET or self._error is not None:
-            raise RuntimeError(f"{self._where}: the reply port of a call takes one value")
-
-    def value(self) -> Any:
-        if self._error is not None:
-            raise self._error
-        if self._value is self._UNSET:
-            raise RuntimeError(
-                f"{self._where} (explicit_response_port) returned without sending on its port: "
-                "called through an adverb, it must send its reply before it returns "
-                "(docs/python.md, \"Channels and ports\")")
-        return self._value
+        if not isinstance(obj, BaseException):
+            raise TypeError(f"Port.exception takes an exception, got {obj!r}")
+        raise obj
 
     def __reduce__(self) -> Any:
-        raise TypeError("the reply port of an adverb's call cannot leave the endpoint: it must "
-                        "send before the endpoint returns; use send(endpoint, ..., port=...) "
-                        "with a Channel's port for replies sent later")
+        raise TypeError("the port of a broadcast has nobody to answer: it cannot be passed on "
+                        "(use send(endpoint, ..., port=...) with a Channel's port)")
 
 
 def _stop(instance: Any, frames: List[Any], flags: int) -> List[Any]:
     """ActorMesh.stop(): the actor answers every later call as stopped."""
     instance.__dict__.setdefault("_monarch_stopped", "stopped by ActorMesh.stop()")
+    replies.fail_outstanding(instance, instance.__dict__["_monarch_stopped"])
     _local_actors.pop(str((instance.__dict__.get("_monarch_context") or {}).get("mesh")), None)
     return [] if flags & FLAG_NO_REPLY else pickling.dumps(("ok", None))
 
@@ -390,6 +417,7 @@ def _rref(instance: Any, frames: List[Any], flags: int) -> List[Any]:
 
     def fatal(reason: str) -> None:
         instance.__dict__["_monarch_stopped"] = reason
+        replies.fail_outstanding(instance, reason)
         _report_failure(info, reason)
 
     return importlib.import_module(RREF_MODULE).serve_actor_call(instance, frames, fatal)
