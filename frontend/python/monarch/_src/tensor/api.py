@@ -75,7 +75,7 @@ class DTensor(core.TensorCore):
     def cuda(self, device: Any = None, non_blocking: bool = False,  # type: ignore[override]
              memory_format: torch.memory_format = torch.preserve_format) -> Any:
         if core.HAS_CUDA:
-            return torch.Tensor.cuda(self, device, non_blocking, memory_format)
+            return torch.Tensor.cuda(self, device, non_blocking, memory_format=memory_format)
         d = torch.device("cuda", device) if isinstance(device, int) else torch.device(
             device if device is not None else "cuda")
         if d.type != "cuda":
