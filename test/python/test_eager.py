@@ -263,6 +263,27 @@ def test_worker_failure_raises_at_get(spawn):
     assert torch.equal(monarch.inspect(fine, gpu=1), torch.arange(1.0, 5.0))
 
 
+def test_a_moved_error_names_its_root_failure(spawn, device):
+    """A failure on one stage reaches the next through to_mesh as an error
+    whose message is the root's own (only its id crosses processes)."""
+    mesh = spawn({"host": 2, "gpu": 1})
+    a, b = mesh.slice(host=0), mesh.slice(host=1)
+    with a.activate():
+        src = torch.arange(4.0, device=device)
+        huge = torch.empty(1 << 48, device=device)  # only the worker sees it fail
+        bad = huge[:4] + src
+    moved = bad.to_mesh(b)
+    with pytest.raises(monarch.RemoteException) as root:
+        monarch.inspect(bad)  # the root's own report has reached the controller
+    with b.activate():
+        dep = moved * 2
+    with pytest.raises(monarch.RemoteException) as info:
+        monarch.inspect(dep)
+    text = str(info.value)
+    # (the simulation moves the error itself; workers say where it came from)
+    assert root.value.worker_message in text and "test_eager.py" in text, text
+
+
 def test_worker_failure_on_the_device_raises_at_get(spawn, device):
     # An error only the worker sees, raised on the host side of the device's
     # allocator (no CUDA error state is left behind): 1 PiB of float32.

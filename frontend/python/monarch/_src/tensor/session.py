@@ -109,6 +109,10 @@ class HostWorkers(NamedTuple):
 live_sessions: "weakref.WeakSet[Session]" = weakref.WeakSet()
 
 
+#: Root failures a session keeps to name them in dependent errors.
+FAILURES_KEPT = 4096
+
+
 class Session:
     """Ids and the instruction stream of one root mesh."""
 
@@ -149,7 +153,11 @@ class Session:
         self.locations: Dict[Any, int] = {}
         #: Per stream: {dispatch.Entry: template id}.
         self.templates: Dict[Any, int] = {}
-        self.failures: List[Any] = []
+        #: Root failures the workers reported, by (instruction, rank), the
+        #: newest FAILURES_KEPT: what a dependent error from another rank
+        #: names (see _remote_error).
+        self.failures: "collections.OrderedDict[Tuple[int, int], Any]" = \
+            collections.OrderedDict()
         self.dead: Optional[SupervisionError] = None
         self.backend_kind = backend or default_backend_kind()
         if self.backend_kind not in BACKENDS:
@@ -491,10 +499,25 @@ class Session:
                     value = from_tensor_data(reply.value)
                 fut._set(value)
             else:
-                e = reply.error
-                fut._set(error=RemoteException(e.rank, e.message, e.location, e.instruction))
+                fut._set(error=self._remote_error(reply.error))
         elif kind == "failure":
-            self.failures.append(ev.failure)
+            f = ev.failure
+            self.failures[(f.instruction, f.rank)] = f
+            while len(self.failures) > FAILURES_KEPT:
+                self.failures.popitem(last=False)
+
+    def _remote_error(self, e: Any) -> RemoteException:
+        """A fetch's error. It names its root failure (instruction, rank);
+        where its message is not the root's own -- a value that was an error
+        on the rank it came from (``to_mesh``), which only that rank and the
+        root's id cross processes for -- the root's message is added when that
+        rank has reported it."""
+        message = e.message
+        root = self.failures.get((e.instruction, e.rank))
+        if root is not None and root.message != message:
+            where = f" (issued at {root.location})" if root.location else ""
+            message += f": {root.message}{where}"
+        return RemoteException(e.rank, message, e.location, e.instruction)
 
     def poll(self, timeout_ms: int) -> bool:
         if self._backend is None:
