@@ -34,6 +34,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 
 using namespace monarch::tensor;
 using namespace monarch::tensor::testing;
@@ -869,6 +870,34 @@ TEST(CudaGraphs, AHostSyncSplitsTheBodyIntoTwoGraphs) {
   EXPECT_EQ(s.replays, 6); // calls 2-4, two graphs each
 }
 
+/// An induction tensor of a loop: lower + k * step on trip k.
+struct Induction {
+  int64_t lower, step;
+};
+
+/// `trips` trips of recording 1 carrying `carried` (then `captured`, then
+/// the induction tensor if any, as its formals); the fetch of its result.
+int64_t fetchLoop(PlanBuilder &b, int64_t trips, int64_t carried,
+                  const std::vector<int64_t> &captured,
+                  std::optional<Induction> induction = std::nullopt) {
+  auto *l = b.add(0).mutable_loop();
+  l->set_recording(1);
+  l->set_trips(trips);
+  l->add_carried(carried);
+  for (int64_t c : captured)
+    l->add_captured(c);
+  if (induction) {
+    l->set_lower(induction->lower);
+    l->set_step(induction->step);
+    auto *ind = l->add_induction();
+    ind->set_mesh(0);
+    ind->set_stream(0);
+  }
+  int64_t r = b.ref();
+  l->add_results(r);
+  return b.fetch(0, r);
+}
+
 TEST(CudaGraphs, ALoopReplaysItsBodyOnEveryTrip) {
   REQUIRE_GPU();
   // 50 trips of c = c * 0.5 + x (x captured).
@@ -878,14 +907,7 @@ TEST(CudaGraphs, ALoopReplaysItsBodyOnEveryTrip) {
   g.op("aten::add", "Tensor", {val::ref(1002), val::ref(1001)}, {1003});
   int64_t c = cudaFull(b, 16, 1000);
   int64_t x = cudaArange(b, 16);
-  auto *l = b.add(0).mutable_loop();
-  l->set_recording(1);
-  l->set_trips(50);
-  l->add_carried(c);
-  l->add_captured(x);
-  int64_t r = b.ref();
-  l->add_results(r);
-  int64_t f = b.fetch(0, r);
+  int64_t f = fetchLoop(b, 50, c, {x});
   CudaHarness h;
   h.run(b);
   ASSERT_TRUE(h.failures.empty()) << h.allFailures();
@@ -909,18 +931,7 @@ TEST(CudaGraphs, ALoopReadingItsInductionTensorReplaysItsBody) {
   g.op("aten::add", "Tensor", {val::ref(1003), val::ref(1001)}, {1004});
   g.del({1002, 1003});
   int64_t c = cudaFull(b, 16, 1000);
-  auto *l = b.add(0).mutable_loop();
-  l->set_recording(1);
-  l->set_trips(40);
-  l->set_lower(3);
-  l->set_step(2);
-  l->add_carried(c);
-  auto *ind = l->add_induction();
-  ind->set_mesh(0);
-  ind->set_stream(0);
-  int64_t r = b.ref();
-  l->add_results(r);
-  int64_t f = b.fetch(0, r);
+  int64_t f = fetchLoop(b, 40, c, {}, Induction{3, 2});
   CudaHarness h;
   h.run(b);
   ASSERT_TRUE(h.failures.empty()) << h.allFailures();

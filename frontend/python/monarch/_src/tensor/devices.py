@@ -68,25 +68,6 @@ def check_devices(what: str, name: str, dts: List[TensorCore]) -> None:
 device_override: Optional[torch.device] = None
 
 
-def cuda_asked(device_arg: Any, args: Any, kwargs: Any) -> Optional[torch.device]:
-    """The CUDA device an ATen call asks for in its ``device`` argument
-    (``device_arg``: its position and whether it is keyword-only), else None."""
-    pos, kwonly = device_arg
-    d = args[pos] if not kwonly and pos < len(args) else kwargs.get("device")
-    if isinstance(d, torch.device) and d.type == "cuda":
-        return d
-    return None
-
-
-def on_cpu(device_arg: Any, args: Any, kwargs: Any) -> Any:
-    """The call's arguments with the CPU as its ``device``."""
-    pos, kwonly = device_arg
-    cpu = torch.device("cpu")
-    if not kwonly and pos < len(args):
-        return args[:pos] + (cpu,) + args[pos + 1:], kwargs
-    return args, dict(kwargs, device=cpu)
-
-
 def is_cuda(x: Any) -> bool:
     if isinstance(x, torch.device):
         return x.type == "cuda"

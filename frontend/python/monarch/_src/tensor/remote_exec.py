@@ -95,7 +95,7 @@ def serve_actor_call(instance: Any, frames: List[Any],
     endpoint's exception is the reply's error; a BaseException that is not an
     Exception also stops the actor (``fatal``), as it would from any adverb."""
     from ..backend.plan import plan
-    from .values import tensor_data
+    from .values import from_tensor_data, from_value, tensor_data
 
     info = instance.__dict__.get("_monarch_context") or {}
     mesh = str(info.get("mesh"))
@@ -105,7 +105,12 @@ def serve_actor_call(instance: Any, frames: List[Any],
         request = plan.ActorCallRequest.FromString(bytes(frames[0]))
         where += "." + request.endpoint.replace(META_PREFIX, "")
         devices = iter(request.devices)
-        args = [_from_value(v, devices) for v in request.args]
+
+        def tensor(data: Any) -> torch.Tensor:  # onto its device type here
+            t, device = from_tensor_data(data), next(devices, "cpu")
+            return t.to(device) if device != "cpu" else t
+
+        args = [from_value(v, _no_ref, tensor) for v in request.args]
         for t in _run_endpoint(instance, mesh, request.endpoint, args):
             reply.results.append(tensor_data(t))
             reply.devices.append(t.device.type)
@@ -125,27 +130,5 @@ def _endpoint_error(where: str, e: BaseException) -> str:
             f"{traceback.format_exc().rstrip()})")
 
 
-def _from_value(v: Any, devices: Any) -> Any:
-    """A plan Value of an ActorCallRequest as the endpoint's argument; a
-    tensor goes onto its device type in this process (``cuda``: the current
-    device)."""
-    from .values import from_tensor_data
-
-    kind = v.WhichOneof("kind")
-    if kind == "tensor":
-        t = from_tensor_data(v.tensor)
-        device = next(devices, "cpu")
-        return t.to(device) if device != "cpu" else t
-    if kind == "list":
-        return [_from_value(e, devices) for e in v.list.values]
-    if kind in ("int_list", "float_list", "bool_list"):
-        return list(getattr(v, kind).values)
-    if kind == "none" or kind is None:
-        return None
-    if kind == "device":
-        return torch.device(v.device.spec)
-    if kind == "scalar":
-        return getattr(v.scalar, v.scalar.WhichOneof("kind"))
-    if kind in ("int_value", "float_value", "bool_value", "string_value"):
-        return getattr(v, kind)
-    raise TypeError(f"rref: an argument of kind {kind} cannot reach an actor")
+def _no_ref(ref: int) -> Any:
+    raise TypeError(f"rref: a request names ref {ref}; its tensors travel as values")

@@ -19,16 +19,20 @@ from ..backend.plan import plan
 from ..mesh.view import Dim, MeshView
 from . import remote_exec
 from .modes import local
-from .values import PLAN_TO_DTYPE, from_tensor_data, tensor_data
+from .values import PLAN_TO_DTYPE, from_tensor_data, from_value, tensor_data
 
-_LAYOUTS = {plan.STRIDED: torch.strided, plan.SPARSE_COO: torch.sparse_coo}
-_FORMATS = {
-    plan.CONTIGUOUS_FORMAT: torch.contiguous_format,
-    plan.PRESERVE_FORMAT: torch.preserve_format,
-    plan.CHANNELS_LAST: torch.channels_last,
-    plan.CHANNELS_LAST_3D: torch.channels_last_3d,
-}
 _warned_cuda = False
+
+
+def _device(spec: str) -> torch.device:
+    """A device of the plan: ``cuda`` runs on the CPU without a GPU (one warning)."""
+    global _warned_cuda
+    if spec.startswith("cuda") and not torch.cuda.is_available():
+        if not _warned_cuda:
+            _warned_cuda = True
+            warnings.warn("monarch: no GPU; device 'cuda' runs on the CPU", stacklevel=2)
+        spec = "cpu"
+    return torch.device(spec)
 
 
 class _Err:
@@ -127,45 +131,7 @@ class SimBackend:
         self._event(rank, failure=f)
 
     def _value(self, rank: int, v: "plan.Value") -> Any:
-        k = v.WhichOneof("kind")
-        if k in ("int_value", "float_value", "bool_value", "string_value"):
-            return getattr(v, k)
-        if k == "int_list":
-            return list(v.int_list.values)
-        if k == "float_list":
-            return list(v.float_list.values)
-        if k == "bool_list":
-            return list(v.bool_list.values)
-        if k == "dtype":
-            return PLAN_TO_DTYPE[v.dtype]
-        if k == "device":
-            spec = v.device.spec
-            if spec.startswith("cuda") and not torch.cuda.is_available():
-                global _warned_cuda
-                if not _warned_cuda:
-                    _warned_cuda = True
-                    warnings.warn("monarch: no GPU; device 'cuda' runs on the CPU", stacklevel=2)
-                spec = "cpu"
-            return torch.device(spec)
-        if k == "layout":
-            return _LAYOUTS[v.layout]
-        if k == "memory_format":
-            return _FORMATS[v.memory_format]
-        if k == "none" or k is None:
-            return None
-        if k == "scalar":
-            return getattr(v.scalar, v.scalar.WhichOneof("kind"))
-        if k == "ref":
-            return self._get(rank, v.ref)
-        if k == "ref_list":
-            return [self._get(rank, r) for r in v.ref_list.refs]
-        if k == "list":
-            return [self._value(rank, e) for e in v.list.values]
-        if k == "optional":
-            return self._value(rank, v.optional.value) if v.optional.HasField("value") else None
-        if k == "tensor":
-            return from_tensor_data(v.tensor)
-        raise RuntimeError(f"unknown value kind {k}")
+        return from_value(v, lambda r: self._get(rank, r), device=_device)
 
     def _ranks(self, mesh_id: int) -> List[int]:
         return self.meshes[mesh_id].ranks()

@@ -99,6 +99,48 @@ def from_tensor_data(d: "plan.TensorData") -> torch.Tensor:
     return base.reshape(shape).clone()
 
 
+PLAN_TO_LAYOUT = {v: k for k, v in LAYOUT_TO_PLAN.items()}
+PLAN_TO_MEMORY_FORMAT = {v: k for k, v in MEMORY_FORMAT_TO_PLAN.items()}
+
+
+def from_value(v: "plan.Value", ref: Callable[[int], Any],
+               tensor: Callable[["plan.TensorData"], Any] = from_tensor_data,
+               device: Callable[[str], Any] = torch.device) -> Any:
+    """A plan Value as the Python value an op or function takes (to_value's
+    inverse): ``ref`` resolves a ref, ``tensor`` makes a constant tensor and
+    ``device`` a device from its spec (the simulation maps ``cuda`` to the
+    CPU without a GPU; a native worker's rref puts tensors on their device)."""
+    k = v.WhichOneof("kind")
+    if k in ("int_value", "float_value", "bool_value", "string_value"):
+        return getattr(v, k)
+    if k in ("int_list", "float_list", "bool_list"):
+        return list(getattr(v, k).values)
+    if k == "dtype":
+        return PLAN_TO_DTYPE[v.dtype]
+    if k == "device":
+        return device(v.device.spec)
+    if k == "layout":
+        return PLAN_TO_LAYOUT[v.layout]
+    if k == "memory_format":
+        return PLAN_TO_MEMORY_FORMAT[v.memory_format]
+    if k == "none" or k is None:
+        return None
+    if k == "scalar":
+        return getattr(v.scalar, v.scalar.WhichOneof("kind"))
+    if k == "ref":
+        return ref(v.ref)
+    if k == "ref_list":
+        return [ref(r) for r in v.ref_list.refs]
+    if k == "list":
+        return [from_value(e, ref, tensor, device) for e in v.list.values]
+    if k == "optional":
+        return from_value(v.optional.value, ref, tensor, device) \
+            if v.optional.HasField("value") else None
+    if k == "tensor":
+        return tensor(v.tensor)
+    raise RuntimeError(f"unknown value kind {k}")
+
+
 def to_value(x: Any, type_str: str, ref_of: Callable[[Any], int]) -> "plan.Value":
     """One argument as a plan Value. ``ref_of`` maps distributed tensors to refs."""
     v = plan.Value()
