@@ -10,6 +10,7 @@
 #include <chrono>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <future>
 #include <numeric>
@@ -423,6 +424,49 @@ TEST(Gloo, GatherScatterAlltoallAndPointToPoint) {
                            {{{theirs.data(), 1, plan::INT64}, 1 - r}}, 7)
                     .isOk());
     EXPECT_EQ(theirs[0], 1 - r + 100);
+  });
+}
+
+/// A member's death is told to the live members, which abort their
+/// communicators with it (Executor::rankFailed): an allreduce already
+/// waiting on the dead member must fail then, not at its 20 s timeout.
+/// Here rank 1 stays connected but never joins; rank 0's allreduce is
+/// aborted from another thread once it has begun.
+TEST(Gloo, AbortFailsAnAllreduceWaitingOnAMember) {
+  std::promise<void> rank0Done, rank1Connected;
+  std::shared_future<void> finished = rank0Done.get_future().share();
+  std::shared_future<void> connected = rank1Connected.get_future().share();
+  onRanks(2, [&](int r, Communicator &c) {
+    if (r == 1) {
+      // Connected, silent: only the abort can end rank 0's wait early.
+      rank1Connected.set_value();
+      EXPECT_EQ(finished.wait_for(std::chrono::seconds(30)),
+                std::future_status::ready);
+      return;
+    }
+    // Both ends connected first: an abort while rank 1 still connects
+    // would fail its connect instead.
+    ASSERT_EQ(connected.wait_for(std::chrono::seconds(30)),
+              std::future_status::ready);
+    std::atomic<bool> started{false};
+    std::thread aborter([&] {
+      while (!started.load())
+        std::this_thread::yield();
+      c.abort();
+    });
+    std::vector<float> f{1, 2};
+    auto begin = std::chrono::steady_clock::now();
+    started = true;
+    Status st = c.allreduce({f.data(), 2, plan::FLOAT32}, ReduceKind::Sum);
+    auto took = std::chrono::steady_clock::now() - begin;
+    aborter.join();
+    EXPECT_FALSE(st.isOk());
+    EXPECT_LT(took, std::chrono::seconds(5))
+        << "the aborted allreduce waited for its timeout: " << st.message();
+    // Aborted for good: the next collective fails at once too.
+    EXPECT_FALSE(
+        c.allreduce({f.data(), 2, plan::FLOAT32}, ReduceKind::Sum).isOk());
+    rank0Done.set_value();
   });
 }
 

@@ -17,9 +17,15 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/types.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <cstring>
 #include <stdexcept>
 
@@ -138,6 +144,55 @@ template <typename Fn> Status guarded(const char *what, Fn &&fn) {
   }
 }
 
+bool sameEndpoint(const sockaddr_storage &a, const sockaddr_storage &b) {
+  if (a.ss_family != b.ss_family)
+    return false;
+  if (a.ss_family == AF_INET) {
+    const auto &x = reinterpret_cast<const sockaddr_in &>(a);
+    const auto &y = reinterpret_cast<const sockaddr_in &>(b);
+    return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto &x = reinterpret_cast<const sockaddr_in6 &>(a);
+    const auto &y = reinterpret_cast<const sockaddr_in6 &>(b);
+    return x.sin6_port == y.sin6_port &&
+           std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof(x.sin6_addr)) == 0;
+  }
+  return false;
+}
+
+/// Shuts down this process's sockets whose local address is one of
+/// `addresses` (a connected Gloo pair's own address names its socket: the
+/// pair's listening socket is closed once it accepted). Gloo keeps the
+/// descriptors private; the process's descriptor table is where they are.
+void shutdownSocketsBoundTo(const std::vector<sockaddr_storage> &addresses) {
+  if (addresses.empty())
+    return;
+  DIR *dir = ::opendir("/proc/self/fd");
+  if (!dir)
+    return;
+  while (dirent *e = ::readdir(dir)) {
+    char *end = nullptr;
+    long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == ::dirfd(dir))
+      continue;
+    struct stat st;
+    if (::fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode))
+      continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    if (::getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr *>(&local),
+                      &len) != 0)
+      continue;
+    for (const auto &a : addresses)
+      if (sameEndpoint(local, a)) {
+        ::shutdown(static_cast<int>(fd), SHUT_RDWR);
+        break;
+      }
+  }
+  ::closedir(dir);
+}
+
 class GlooCommunicator : public Communicator {
 public:
   GlooCommunicator(std::shared_ptr<gloo::Context> context,
@@ -147,14 +202,27 @@ public:
   int rank() const override { return ctx->rank; }
   int size() const override { return ctx->size; }
 
-  /// Closing the pairs wakes an operation waiting on any of them with an
-  /// error (the pair state moves to closed under its own lock).
+  /// Breaks every pair's connection, so that an operation waiting on any
+  /// of them fails at once, and every later one too. Closing the pairs
+  /// (Context::closeConnections) would not wake it: a closed pair neither
+  /// signals the buffers waiting on it nor sees the peer's end any more,
+  /// so a waiting allreduce would sleep to its timeout. A shut-down socket
+  /// is what a dead peer looks like to Gloo's event loop: it reads the end
+  /// and fails the pair, waking its waiters with an error.
   void abort() override {
-    try {
-      ctx->closeConnections();
-    } catch (const std::exception &) {
-      // Already closed or broken: nothing is waiting on it any more.
+    std::vector<sockaddr_storage> mine;
+    for (int i = 0; i < ctx->size; ++i) {
+      if (i == ctx->rank)
+        continue;
+      try {
+        if (auto *a = dynamic_cast<const gloo::transport::tcp::Address *>(
+                &ctx->getPair(i)->address()))
+          mine.push_back(a->getSockaddr());
+      } catch (const std::exception &) {
+        // No such pair (never connected): nothing waits on it.
+      }
     }
+    shutdownSocketsBoundTo(mine);
   }
 
   Status allreduce(Buffer b, ReduceKind kind) override {
