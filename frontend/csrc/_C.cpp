@@ -42,6 +42,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CachedDispatch.h"
 #include "InstructionStream.h"
 
 #include "monarch/runtime/host/AttachHosts.h"
@@ -560,6 +561,7 @@ public:
 
   int64_t issued() const { return stream->issued(); }
   bool recording() const { return stream->recording(); }
+  InstructionStream &instructions() { return *stream; }
 
 private:
   std::unique_ptr<InstructionStream> stream;
@@ -604,6 +606,51 @@ py::tuple expandCall(const py::bytes &recordingBytes,
 }
 
 } // namespace
+
+namespace monarch::python {
+
+namespace {
+
+/// The PyStream of a monarch._C.InstructionStream object, or null. Every op
+/// and every ref's delete comes through here: the exact type is compared,
+/// and the value read from the instance's first (only) holder, without
+/// pybind11's lookups of registered types.
+PyStream *pyStreamOf(PyObject *obj) {
+  static PyTypeObject *type = reinterpret_cast<PyTypeObject *>(
+      py::type::of<PyStream>().ptr());
+  if (!obj || Py_TYPE(obj) != type)
+    return nullptr;
+  auto *inst = reinterpret_cast<py::detail::instance *>(obj);
+  return inst->get_value_and_holder().value_ptr<PyStream>();
+}
+
+} // namespace
+
+frontend::InstructionStream *instructionStreamOf(PyObject *obj) {
+  PyStream *s = pyStreamOf(obj);
+  return s ? &s->instructions() : nullptr;
+}
+
+int64_t issueOp(PyObject *stream, int64_t templateId, int64_t mesh,
+                int64_t streamId, int64_t locationId,
+                const std::vector<int64_t> &inputs,
+                const std::vector<int64_t> &results) {
+  try {
+    PyStream *s = pyStreamOf(stream);
+    if (!s)
+      throw std::runtime_error("issueOp: not an InstructionStream");
+    return s->op(templateId, mesh, streamId, locationId, inputs, results);
+  } catch (py::error_already_set &e) {
+    e.restore();
+  } catch (py::builtin_exception &e) {
+    e.set_error(); // a ValueError stays one
+  } catch (const std::exception &e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return -1;
+}
+
+} // namespace monarch::python
 
 PYBIND11_MODULE(_C, m) {
   m.doc() =
@@ -663,6 +710,8 @@ PYBIND11_MODULE(_C, m) {
            py::arg("captured"), py::arg("induction"), py::arg("results"))
       .def_property_readonly("issued", &PyStream::issued)
       .def_property_readonly("recording", &PyStream::recording);
+  monarch::python::bindRef(m);
+  monarch::python::bindCachedDispatch(m);
   m.def("expand_call", &expandCall, py::arg("recording"), py::arg("actuals"),
         py::arg("results"), py::arg("next_local"));
 }

@@ -2,7 +2,7 @@
 Controller.h). Bytes in, bytes out: every argument and event is a serialized
 ``monarch.plan`` message. Blocking calls release the GIL."""
 
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 Event = Union[Tuple[str, bytes], Tuple[str, int, str]]
 
@@ -79,3 +79,48 @@ def expand_call(recording: bytes, actuals: Sequence[int], results: Sequence[int]
                 next_local: int) -> Tuple[List[bytes], List[int], int]:
     """One call of a plan.Recording as its renamed instructions (the
     simulation's CallRecording): (instruction bytes, locals, next local)."""
+
+class Ref:
+    """A ref on the workers (frontend/csrc/Ref.cpp): an owned one is deleted
+    there when its last handle goes away (the finalizer queues a DeleteRefs
+    into its session's stream)."""
+
+    session: Any
+    mesh: Any
+    stream: Any
+    lending: Any
+    id: int
+    mesh_id: int
+    stream_id: int
+    owns: bool
+
+    def __init__(self, session: Any, mesh: Any, stream: Any, owns: bool = True) -> None: ...
+    @staticmethod
+    def fresh(session: Any, mesh: Any, stream: Any, mesh_id: int, stream_id: int) -> "Ref":
+        """A new owned ref whose ids the caller knows; its id is the session's next."""
+    def lend(self) -> Any:
+        """The ref's Lending (the class set_lending names), made on first use."""
+
+def set_lending(cls: Any) -> None:
+    """The class Ref.lend() makes (monarch._src.tensor.core.Lending)."""
+
+#: What cached_dispatch returns when the call is not a hit.
+MISS: object
+
+def cached_dispatch(func: Any, args: Tuple[Any, ...], kwargs: Optional[Dict[str, Any]],
+                    mesh: Any) -> Any:
+    """A captured op whose signature is cached, issued (frontend/csrc/CachedDispatch.h);
+    MISS for anything else, which the Python path (dispatch.dispatch) then handles."""
+
+def capture_dispatch(func: Any, types: Any, args: Tuple[Any, ...] = (),
+                     kwargs: Optional[Dict[str, Any]] = None) -> Any:
+    """The capture mode's __torch_dispatch__: cached_dispatch on the active mesh,
+    else the configured fallback."""
+
+def configure_cached_dispatch(handles: Dict[str, Any]) -> None:
+    """The Python state cached_dispatch reads (dispatch.py, once)."""
+
+def signature(args: Tuple[Any, ...], kwargs: Optional[Dict[str, Any]]
+              ) -> Optional[Tuple[Any, List[Any]]]:
+    """(cache key, distributed tensors) of a call, or None when an argument
+    cannot be keyed (dispatch.signature)."""

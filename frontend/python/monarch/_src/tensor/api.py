@@ -16,7 +16,7 @@ from ..common.errors import usage
 from ..common.location import user_location
 from . import core, devices
 from .collectives import reduce, reduce_, reduce_tensor
-from .dispatch import dispatch
+from .dispatch import _MISS, _cached_dispatch, dispatch
 from .grad_generator import grad_generator
 from .modes import local
 from .movement import fetch_shard, inspect, show, slice_mesh, to_mesh
@@ -30,7 +30,10 @@ class DTensor(core.TensorCore):
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # type: ignore[override]
-        return dispatch(func, args, kwargs or {}, None)
+        r = _cached_dispatch(func, args, kwargs, None)
+        if r is _MISS:
+            r = dispatch(func, args, kwargs or {}, None)
+        return r
 
     # ``.data``: an alias without autograd history; assigning it (as
     # ``Module.to/cuda/double`` do) makes this tensor name the new value.

@@ -14,6 +14,7 @@ which instantiates the class the API module registers
 from __future__ import annotations
 
 import gc
+import os
 import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
@@ -40,51 +41,34 @@ class Lending:
         self.ro_borrows: List["Borrow"] = []  # live read-only borrows of it
 
 
-class Ref:
-    """A ref on the workers; deleted there when the last handle goes away.
-    ``mesh_id``/``stream_id`` are the session's ids of where it lives;
-    ``lending`` is None until a borrow involves it."""
+def _c_module() -> Any:
+    """monarch._C, or None where it is not built or must not be loaded (a
+    Python tensor worker carries its own copy of the plan schema)."""
+    if os.environ.get("MONARCH_WORKER_KIND") == "tensor":
+        return None
+    from ..backend.workers import c_module
 
-    __slots__ = ("session", "id", "mesh", "stream", "mesh_id", "stream_id", "owns",
-                 "lending", "__weakref__")
+    return c_module()
 
-    def __init__(self, session: Any, mesh: Any, stream: "Stream", owns: bool = True):
-        self.session = session
-        self.id = session.new_ref()
-        self.mesh = mesh
-        self.stream = stream
-        self.mesh_id = session.mesh_id_of(mesh)
-        self.stream_id = session.stream_id(stream.ir_name)
-        self.owns = owns
-        self.lending: Optional[Lending] = None
 
-    @classmethod
-    def fresh(cls, session: Any, mesh: Any, stream: "Stream", mesh_id: int,
-              stream_id: int) -> "Ref":
-        """A new owned ref whose ids the caller knows (dispatch's hot path)."""
-        r = cls.__new__(cls)
-        r.session = session
-        r.id = session._next_ref
-        session._next_ref += 1
-        r.mesh = mesh
-        r.stream = stream
-        r.mesh_id = mesh_id
-        r.stream_id = stream_id
-        r.owns = True
-        r.lending = None
-        return r
+_C = _c_module()
 
-    def lend(self) -> Lending:
-        if self.lending is None:
-            self.lending = Lending()
-        return self.lending
+if _C is not None:
+    #: A ref on the workers (``monarch._C.Ref``, frontend/csrc/Ref.cpp): deleted
+    #: there when the last owned handle goes away. ``Ref(session, mesh, stream,
+    #: owns=True)`` takes its ids from the session; ``Ref.fresh(session, mesh,
+    #: stream, mesh_id, stream_id)`` is dispatch's hot path; ``lending`` is None
+    #: until a borrow involves it (``lend()`` makes it).
+    Ref = _C.Ref
+    _C.set_lending(Lending)
+else:
+    class Ref:  # type: ignore[no-redef]
+        """Without monarch._C no session runs, so no ref is ever made."""
 
-    def __del__(self) -> None:
-        try:
-            if self.owns:
-                self.session.queue_delete(self.id, self.mesh_id, self.stream_id)
-        except Exception:
-            pass
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            from ..backend.workers import missing_message
+
+            raise ImportError(missing_message())
 
 
 def held_refs(session: Any) -> Dict[int, Ref]:

@@ -42,22 +42,51 @@ from .tracing import sink_for
 from .values import DTYPE_TO_PLAN, to_value
 
 
+def _dispatch_in_handler(func: Any, args: Tuple, kwargs: Optional[Dict[str, Any]],
+                         mesh: Any) -> Any:
+    """dispatch() from the capture mode's handler (modes.handling(), inline)."""
+    t = _thread
+    t.in_handler += 1
+    try:
+        return dispatch(func, args, kwargs or {}, mesh)
+    finally:
+        t.in_handler -= 1
+
+
 class CaptureMode(TorchDispatchMode):
-    """Every ATen call inside ``activate`` runs on the active mesh."""
+    """Every ATen call inside ``activate`` runs on the active mesh: a cached
+    call is ``_C.cached_dispatch`` (frontend/csrc/CachedDispatch.h), the
+    others :func:`_dispatch_in_handler` (a hit never calls ``local()``, so it
+    needs no handler bookkeeping). On torch 1.x (the capture mode in the C++
+    slot, modes.py) the whole handler is ``_C.capture_dispatch``, installed
+    below: no Python frame per op."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        # modes.handling() and modes.active_mesh(), inline (every ATen call).
-        t = _thread
-        t.in_handler += 1
-        try:
-            return dispatch(func, args, kwargs or {}, _mesh_stack[-1] if _mesh_stack else None)
-        finally:
-            t.in_handler -= 1
+        return python_handler(self, func, types, args, kwargs)
+
+
+def python_handler(mode: Any, func: Any, types: Any, args: Tuple = (),
+                   kwargs: Optional[Dict[str, Any]] = None) -> Any:
+    """CaptureMode's handler as Python (torch 2.x; tests run it on 1.x)."""
+    mesh = _mesh_stack[-1] if _mesh_stack else None
+    r = _cached_dispatch(func, args, kwargs, mesh)
+    if r is _MISS:
+        r = _dispatch_in_handler(func, args, kwargs, mesh)
+    return r
 
 
 _thread = modes._thread
 _mesh_stack = modes._mesh_stack
 _default_dtype = torch.get_default_dtype
+_C = core._C
+if _C is not None:
+    _cached_dispatch = _C.cached_dispatch
+    _MISS = _C.MISS
+else:  # no session runs without _C: every call is the Python path's
+    _MISS = object()
+
+    def _cached_dispatch(func: Any, args: Tuple, kwargs: Any, mesh: Any) -> Any:
+        return _MISS
 
 
 @contextlib.contextmanager
@@ -375,7 +404,7 @@ class OpInfo:
 
     __slots__ = ("name", "overload", "what", "arg_types", "arg_names", "written",
                  "metadata", "lift", "device_from_input", "returns_tensor", "controller_only",
-                 "meta", "device_arg")
+                 "meta", "device_arg", "fast")
 
     def __init__(self, func: Any):
         schema = func._schema
@@ -402,6 +431,10 @@ class OpInfo:
         #: (position, kwarg-only) of the ``device`` argument, or None.
         self.device_arg = next(((i, a.kwarg_only) for i, a in enumerate(schema.arguments)
                                 if a.name == "device"), None)
+        #: Whether a cached call may take _C.cached_dispatch (none of the
+        #: cases dispatch() handles before its cache: CachedDispatch.h).
+        self.fast = not (self.controller_only or self.metadata or self.lift or
+                         (self.device_arg is not None and not HAS_CUDA))
 
 
 def op_info(func: Any) -> OpInfo:
@@ -418,42 +451,28 @@ class _Uncacheable(Exception):
 
 
 _SIMPLE = (str, type(None), torch.dtype, torch.device, torch.layout, torch.memory_format)
-_NUMBERS = (bool, int, float, complex)  # equal across types (1 == 1.0 == True): keyed with it
 
 
-def _sig(a: Any, dts: List[TensorCore]) -> Any:
-    """The part of the cache key for one argument; collects its distributed
-    tensors in the order the instruction names them."""
-    if isinstance(a, TensorCore):
-        dts.append(a)
-        return a._spec
-    t = type(a)
-    if t in _NUMBERS:
-        return (t, a)
-    if isinstance(a, _SIMPLE):
-        return a
-    if t is list or t is tuple or t is torch.Size:
-        return (t, tuple([_sig(x, dts) for x in a]))
-    if isinstance(a, torch.Tensor):
-        if a.dim() == 0 and not isinstance(a, FakeTensor):
-            return ("const", a.dtype, a.device.type, a.item())
-    raise _Uncacheable()
+def _tensor_key(a: torch.Tensor) -> Any:
+    """The key of a local tensor argument: a 0-d constant is keyed by its
+    value; any other (None) makes the call uncacheable."""
+    if a.dim() == 0 and not isinstance(a, FakeTensor):
+        return ("const", a.dtype, a.device.type, a.item())
+    return None
 
 
 def signature(args: Tuple, kwargs: Dict[str, Any], dts: List[TensorCore]) -> Any:
-    """The cache key of a call; collects its distributed tensors into
-    ``dts``. A distributed tensor argument, the common case, is keyed here
-    without a call of _sig (every ATen call comes through)."""
-    keys = []
-    for a in args:
-        if isinstance(a, TensorCore):
-            dts.append(a)
-            keys.append(a._spec)
-        else:
-            keys.append(_sig(a, dts))
-    key: Any = tuple(keys)
-    if kwargs:
-        key = (key, tuple([(k, _sig(v, dts)) for k, v in kwargs.items()]))
+    """The cache key of a call (``_C.signature``, frontend/csrc/CachedDispatch.cpp,
+    the one rule for it: each distributed tensor by its interned spec, numbers
+    with their type, dtypes, devices, strings and None as themselves,
+    sequences item by item, a 0-d local tensor by its value); collects the
+    call's distributed tensors into ``dts`` in the order the instruction
+    names them. Raises _Uncacheable for an argument it cannot describe."""
+    out = _C.signature(args, kwargs)
+    if out is None:
+        raise _Uncacheable()
+    key, found = out
+    dts.extend(found)
     return key
 
 
@@ -465,7 +484,7 @@ class Entry:
     """A cached op: see the module docstring."""
 
     __slots__ = ("call_op", "specs", "outputs", "structure", "result_types",
-                 "metadata_value")
+                 "metadata_value", "fast")
 
     def __init__(self) -> None:
         self.call_op = b""
@@ -478,11 +497,30 @@ class Entry:
         #: (dtype code, shape) of each output, for recording.
         self.result_types: List[Tuple[int, List[int]]] = []
         self.metadata_value: Any = None
+        #: _C.cached_dispatch's compiled form (made on its first hit), or
+        #: False when its results are not a hit's to make.
+        self.fast: Any = None
 
 
 _cache: Dict[Any, Entry] = {}
 #: Bound on the entries kept (signatures seen); the cache starts afresh past it.
 CACHE_LIMIT = 65536
+
+
+if _C is not None:
+    from ..common import location as _location
+
+    _C.configure_cached_dispatch({
+        "cache": _cache, "tensor_core": TensorCore, "core_globals": vars(core),
+        "make_wrapper": torch.Tensor._make_wrapper_subclass,
+        "default_dtype": torch.get_default_dtype, "devices_globals": vars(devices),
+        "tracing_globals": vars(tracing), "streams_globals": vars(streams),
+        "location_globals": vars(_location), "simple_types": _SIMPLE,
+        "size_type": torch.Size, "tensor_type": torch.Tensor, "tensor_key": _tensor_key,
+        "modes_globals": vars(modes), "fallback": _dispatch_in_handler,
+    })
+    if modes.LEGACY_MODE_STACKS:
+        CaptureMode.__torch_dispatch__ = staticmethod(_C.capture_dispatch)  # type: ignore
 
 
 def cache_info() -> Dict[str, int]:

@@ -20,11 +20,8 @@ class Stream:
             raise ValueError("a stream needs a non-empty name")
         self.name = name
         self._default = _default
-
-    @property
-    def ir_name(self) -> str:
-        """The name in IR and plans ("" for the default stream)."""
-        return "" if self._default else self.name
+        #: The name in IR and plans ("" for the default stream).
+        self.ir_name = "" if _default else name
 
     @contextlib.contextmanager
     def activate(self) -> Iterator["Stream"]:
