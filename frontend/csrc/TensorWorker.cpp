@@ -128,6 +128,7 @@ public:
 PYBIND11_MODULE(_tensor_worker, m) {
   m.doc() = "The C++ TensorWorker served from a Python worker process "
             "(monarch.remote; docs/python.md)";
+  monarch::tensor::tuneHostAllocator();
   monarch::tensor::setProcessActorBridge(std::make_shared<PythonActorBridge>());
   monarch::tensor::registerTensorWorker();
   monarch::tensor::FunctionRegistry::global().setResolver(

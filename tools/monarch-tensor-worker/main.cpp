@@ -16,6 +16,7 @@ int main() {
                          "not by hand\n");
     return 2;
   }
+  monarch::tensor::tuneHostAllocator();
   monarch::tensor::registerTensorWorker();
   return monarch::runWorker();
 }

@@ -26,6 +26,11 @@ inline constexpr const char *kTensorWorkerClass = "monarch.TensorWorker";
 /// would be dropped by the linker.
 void registerTensorWorker();
 
+/// Keeps freed host memory in the process for reuse instead of giving it
+/// back to the kernel after every op (HostAllocator.cpp). Worker processes
+/// call it at start.
+void tuneHostAllocator();
+
 } // namespace monarch::tensor
 
 #endif // MONARCH_TENSOR_TENSORWORKER_H
