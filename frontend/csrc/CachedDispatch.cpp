@@ -342,7 +342,10 @@ Compiled *compiled(PyObject *entry) {
     PyObject *spec = PyList_GET_ITEM(specs.get(), i);
     Compiled::Result r;
     r.spec = Obj::borrowed(spec);
-    r.shape = Obj(PyObject_GetAttr(spec, names.shape));
+    // As a torch.Size: torch's argument parser takes one faster than a tuple.
+    Obj shape(PyObject_GetAttr(spec, names.shape));
+    if (shape)
+      r.shape = Obj(PyObject_CallOneArg(state.sizeType, shape.get()));
     r.device = Obj(PyObject_GetAttr(spec, names.device));
     Obj stride(PyObject_GetAttr(spec, names.stride));
     Obj offset(PyObject_GetAttr(spec, names.offset));
