@@ -66,6 +66,10 @@ else:
         """Without monarch._C no session runs, so no ref is ever made."""
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
+            if os.environ.get("MONARCH_WORKER_KIND") == "tensor":
+                raise RuntimeError(
+                    "distributed tensors cannot be made inside a Python tensor worker "
+                    "(this process runs one rank's local tensors)")
             from ..backend.workers import missing_message
 
             raise ImportError(missing_message())
