@@ -153,9 +153,9 @@ plan::Instruction *InstructionStream::append(std::unique_lock<std::mutex> &,
     inst->set_id(nextId++); // unique with the stream's: replies name body ids
     return inst;
   }
-  if (pending.instructions_size() == 0)
+  if (pending.batch->instructions_size() == 0)
     firstPending = std::chrono::steady_clock::now();
-  plan::Instruction *inst = pending.add_instructions();
+  plan::Instruction *inst = pending.batch->add_instructions();
   inst->set_id(nextId++);
   return inst;
 }
@@ -447,9 +447,9 @@ Expected<int64_t> InstructionStream::op(int64_t templateId, int64_t mesh,
 bool InstructionStream::noteAppendedLocked() {
   if (!sink)
     return false;
-  if (static_cast<size_t>(pending.instructions_size()) >= options.maxBatch)
+  if (static_cast<size_t>(pending.batch->instructions_size()) >= options.maxBatch)
     return true;
-  if (pending.instructions_size() == 1)
+  if (pending.batch->instructions_size() == 1)
     wake.notify_one(); // the flusher starts the batch's clock
   return false;
 }
@@ -500,9 +500,20 @@ void InstructionStream::deleteRef(int64_t ref, int64_t mesh, int64_t stream) {
   pendingDeletes[{mesh, stream}].push_back(ref);
 }
 
-plan::InstructionBatch InstructionStream::takeLocked() {
+InstructionStream::Batch InstructionStream::newBatch() {
+  google::protobuf::ArenaOptions options;
+  options.start_block_size = 64 << 10; // a full batch of small ops: a few blocks
+  options.max_block_size = 1 << 20;
+  Batch b;
+  b.arena = std::make_unique<google::protobuf::Arena>(options);
+  b.batch = google::protobuf::Arena::CreateMessage<plan::InstructionBatch>(
+      b.arena.get());
+  return b;
+}
+
+InstructionStream::Batch InstructionStream::takeLocked() {
   for (auto &[key, refs] : pendingDeletes) {
-    plan::Instruction *inst = pending.add_instructions();
+    plan::Instruction *inst = pending.batch->add_instructions();
     inst->set_id(nextId++);
     inst->set_mesh(key.first);
     inst->set_stream(key.second);
@@ -512,15 +523,15 @@ plan::InstructionBatch InstructionStream::takeLocked() {
   }
   pendingDeletes.clear();
   firstPending.reset();
-  plan::InstructionBatch out;
-  out.Swap(&pending);
+  Batch out = std::move(pending);
+  pending = newBatch();
   return out;
 }
 
-Status InstructionStream::send(plan::InstructionBatch batch) {
+Status InstructionStream::send(Batch batch) {
   // Only flush() sends, holding sendMu from taking the batch to sending it:
   // batches leave in the order they were taken.
-  Status s = sink(batch);
+  Status s = sink(*batch.batch);
   if (!s.isOk()) {
     std::lock_guard<std::mutex> lock(mu);
     if (!failed)
@@ -533,12 +544,12 @@ Status InstructionStream::flush() {
   if (!sink)
     return Status::ok();
   std::lock_guard<std::mutex> order(sendMu);
-  plan::InstructionBatch batch;
+  Batch batch;
   {
     std::lock_guard<std::mutex> lock(mu);
     if (failed)
       return *failed;
-    if (pending.instructions_size() == 0 && pendingDeletes.empty())
+    if (pending.batch->instructions_size() == 0 && pendingDeletes.empty())
       return Status::ok();
     batch = takeLocked();
   }
@@ -600,7 +611,7 @@ plan::TracedProgram InstructionStream::traced(const std::string &entry) const {
   out.set_version(program.version());
   out.set_entry(entry);
   *out.mutable_program() = program;
-  for (const auto &inst : pending.instructions())
+  for (const auto &inst : pending.batch->instructions())
     *out.mutable_program()->add_instructions() = inst;
   for (const auto &rt : refTypes)
     *out.add_refs() = rt;

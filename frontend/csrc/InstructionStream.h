@@ -40,11 +40,14 @@
 #include "monarch/tensor/plan.pb.h"
 #include "monarch/tensor/trace.pb.h"
 
+#include <google/protobuf/arena.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -195,9 +198,18 @@ private:
   /// After an append: whether the batch is full (the caller flushes).
   bool noteAppendedLocked();
   Status errorLocked() const;
+  /// A batch on an arena of its own: every message and string of an op
+  /// appended to it is a bump allocation, and all of them go at once when
+  /// the batch has been sent (an op's protobuf copies were most of its
+  /// append, malloc and free included).
+  struct Batch {
+    std::unique_ptr<google::protobuf::Arena> arena;
+    plan::InstructionBatch *batch = nullptr;
+  };
+  static Batch newBatch();
   /// Moves the pending batch out (with its deletes) for sending.
-  plan::InstructionBatch takeLocked();
-  Status send(plan::InstructionBatch batch);
+  Batch takeLocked();
+  Status send(Batch batch);
   void flusherLoop();
 
   BatchSink sink;
@@ -205,7 +217,7 @@ private:
 
   mutable std::mutex mu;
   std::condition_variable wake;
-  plan::InstructionBatch pending;
+  Batch pending = newBatch();
   std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> pendingDeletes;
   std::optional<std::chrono::steady_clock::time_point> firstPending;
   int64_t nextId = 1;
