@@ -76,12 +76,11 @@ State state;
 /// Interned attribute names.
 struct Names {
   PyObject *info, *fast, *spec, *mesh, *ref, *session, *recording, *dead,
-      *stream, *templates, *meshIdKey, *streamIds, *irName, *locations,
-      *locationId, *unreachable, *entryFast, *outputs, *specs, *structure,
-      *shape, *stride, *offset, *dtype, *fakeDevice, *device, *tensorClass,
-      *deviceOverride, *current, *active, *withTorch, *inside, *isInside,
-      *out, *attrSpec, *attrRef, *attrMesh, *attrDevice, *attrFake, *strides,
-      *storageOffset, *requiresGrad, *dunderDict, *fastLocations, *meshStack;
+      *stream, *templates, *meshIdKey, *streamIds, *irName, *locationId,
+      *unreachable, *outputs, *specs, *structure, *shape, *stride, *offset,
+      *dtype, *fakeDevice, *device, *tensorClass, *deviceOverride, *current,
+      *active, *withTorch, *isInside, *out, *attrDevice, *attrFake, *strides,
+      *storageOffset, *fastLocations, *meshStack;
   void init() {
     auto s = [](const char *n) { return PyUnicode_InternFromString(n); };
     info = s("_monarch_info");
@@ -97,10 +96,8 @@ struct Names {
     meshIdKey = s("_tensor_mesh_id");
     streamIds = s("stream_ids");
     irName = s("ir_name");
-    locations = s("locations");
     locationId = s("location_id");
     unreachable = s("unreachable");
-    entryFast = s("fast");
     outputs = s("outputs");
     specs = s("specs");
     structure = s("structure");
@@ -115,18 +112,12 @@ struct Names {
     current = s("_current");
     active = s("_active");
     withTorch = s("_with_torch");
-    inside = s("_inside");
     isInside = s("_is_inside");
     out = s("out");
-    attrSpec = spec;
-    attrRef = ref;
-    attrMesh = mesh;
     attrDevice = s("_device");
     attrFake = s("_fake_tensor");
     strides = s("strides");
     storageOffset = s("storage_offset");
-    requiresGrad = s("requires_grad");
-    dunderDict = s("__dict__");
     fastLocations = s("_fast_locations");
     meshStack = s("_mesh_stack");
   }
@@ -315,7 +306,7 @@ void freeCompiled(PyObject *capsule) {
 /// The entry's compiled form (entry.fast), made on its first hit; null
 /// without an error when the entry's results are not a hit's to make.
 Compiled *compiled(PyObject *entry) {
-  Obj fast(PyObject_GetAttr(entry, names.entryFast));
+  Obj fast(PyObject_GetAttr(entry, names.fast));
   if (!fast)
     return nullptr;
   if (PyCapsule_CheckExact(fast.get()))
@@ -393,47 +384,66 @@ Compiled *compiled(PyObject *entry) {
   if (PyErr_Occurred())
     return nullptr;
   if (!ok) {
-    PyObject_SetAttr(entry, names.entryFast, Py_False);
+    PyObject_SetAttr(entry, names.fast, Py_False);
     return nullptr;
   }
   Compiled *raw = c.get();
   Obj capsule(PyCapsule_New(c.release(), "monarch.CachedEntry", freeCompiled));
-  if (!capsule || PyObject_SetAttr(entry, names.entryFast, capsule.get()) < 0)
+  if (!capsule || PyObject_SetAttr(entry, names.fast, capsule.get()) < 0)
     return nullptr;
   return raw; // kept alive by entry.fast
 }
 
 // -- the location --------------------------------------------------------------
 
-/// The frame's line: PyFrame_GetLineNumber decodes the code's line table
-/// on every call, so lines are remembered by (code, instruction offset);
-/// bounded, and keyed by code objects that a held reference keeps alive.
-int lineOf(PyFrameObject *f, PyObject *code) {
-  struct Key {
-    PyObject *code;
-    int lasti;
-    bool operator==(const Key &o) const {
-      return code == o.code && lasti == o.lasti;
-    }
-  };
-  struct Hash {
-    size_t operator()(const Key &k) const {
-      return std::hash<void *>()(k.code) ^ (static_cast<size_t>(k.lasti) << 1);
-    }
-  };
-  static std::unordered_map<Key, int, Hash> lines;
-  constexpr size_t kLimit = 1 << 16;
-  Key key{code, PyFrame_GetLasti(f)};
-  if (auto it = lines.find(key); it != lines.end())
-    return it->second;
-  int line = PyFrame_GetLineNumber(f);
-  if (lines.size() >= kLimit) {
-    for (auto &[k, v] : lines)
-      Py_DECREF(k.code);
-    lines.clear();
+/// A table keyed by (code object, int) by identity -- hashing a code object
+/// walks its constants, names and bytecode, which costs more than the rest
+/// of a hit. It holds a reference to each code object it keys (so an
+/// address is never reused while it is a key); past 65,536 keys it starts
+/// afresh.
+template <typename V> class CodeMap {
+public:
+  CodeMap() = default;
+  CodeMap(const CodeMap &) = delete;
+  CodeMap &operator=(const CodeMap &) = delete;
+  ~CodeMap() { clear(); }
+
+  const V *find(PyObject *code, int n) const {
+    auto it = values.find({code, n});
+    return it == values.end() ? nullptr : &it->second;
   }
-  Py_INCREF(code);
-  lines.emplace(key, line);
+  void put(PyObject *code, int n, V value) {
+    if (values.size() >= kLimit)
+      clear();
+    if (values.emplace(std::make_pair(code, n), value).second)
+      Py_INCREF(code);
+  }
+
+private:
+  static constexpr size_t kLimit = 1 << 16;
+  struct Hash {
+    size_t operator()(const std::pair<PyObject *, int> &k) const {
+      return std::hash<void *>()(k.first) ^ (static_cast<size_t>(k.second) << 1);
+    }
+  };
+  void clear() {
+    for (auto &[k, v] : values)
+      Py_DECREF(k.first);
+    values.clear();
+  }
+  std::unordered_map<std::pair<PyObject *, int>, V, Hash> values;
+};
+
+/// The frame's line: PyFrame_GetLineNumber decodes the code's line table on
+/// every call, so lines are remembered by (code, instruction offset). The
+/// process's tables are never destroyed (no Py_DECREF after finalization).
+int lineOf(PyFrameObject *f, PyObject *code) {
+  static auto &lines = *new CodeMap<int>();
+  int lasti = PyFrame_GetLasti(f);
+  if (const int *line = lines.find(code, lasti))
+    return *line;
+  int line = PyFrame_GetLineNumber(f);
+  lines.put(code, lasti, line);
   return line;
 }
 
@@ -448,30 +458,23 @@ bool userFrame(Obj &code, int &line) {
   PyObject *isInside = global(state.locationDict, names.isInside);
   if (!isInside)
     return false;
-  // location.py's answer per code object, remembered here by identity:
-  // hashing a code object (its constants, names, bytecode) costs more than
-  // the rest of the walk. Its prefixes are final once torch is in them.
-  static std::unordered_map<PyObject *, bool> insideByCode; // codes held
+  // location.py's answer per code object, remembered by identity (its
+  // prefixes are final once torch is in them).
+  static auto &insideByCode = *new CodeMap<bool>();
   Obj frame(reinterpret_cast<PyObject *>(
       PyThreadState_GetFrame(PyThreadState_Get())));
   while (frame) {
     auto *f = reinterpret_cast<PyFrameObject *>(frame.get());
     Obj c(reinterpret_cast<PyObject *>(PyFrame_GetCode(f)));
     bool hit;
-    if (auto it = insideByCode.find(c.get()); it != insideByCode.end()) {
-      hit = it->second;
+    if (const bool *known = insideByCode.find(c.get(), 0)) {
+      hit = *known;
     } else {
       Obj called(PyObject_CallOneArg(isInside, c.get()));
       if (!called)
         return false;
       hit = called.get() == Py_True;
-      if (insideByCode.size() >= (1 << 16)) {
-        for (auto &[code, v] : insideByCode)
-          Py_DECREF(code);
-        insideByCode.clear();
-      }
-      Py_INCREF(c.get());
-      insideByCode.emplace(c.get(), hit);
+      insideByCode.put(c.get(), 0, hit);
     }
     if (!hit) {
       line = lineOf(f, c.get());
@@ -487,19 +490,8 @@ bool userFrame(Obj &code, int &line) {
 
 /// A session's location ids by (code object, line), as session.location_id
 /// made them: kept on the session (session._fast_locations) so that they die
-/// with it; keyed by identity for the reason above.
-struct SessionLocations {
-  struct Hash {
-    size_t operator()(const std::pair<PyObject *, int> &k) const {
-      return std::hash<void *>()(k.first) ^ (static_cast<size_t>(k.second) << 1);
-    }
-  };
-  std::unordered_map<std::pair<PyObject *, int>, long long, Hash> ids;
-  ~SessionLocations() {
-    for (auto &[k, v] : ids)
-      Py_XDECREF(k.first);
-  }
-};
+/// with it.
+using SessionLocations = CodeMap<long long>;
 
 void freeLocations(PyObject *capsule) {
   delete static_cast<SessionLocations *>(
@@ -526,8 +518,8 @@ long long locationId(PyObject *session, PyObject *code, int line) {
       PyCapsule_GetPointer(capsule.get(), "monarch.SessionLocations"));
   if (!table)
     return -1;
-  if (auto it = table->ids.find({code, line}); it != table->ids.end())
-    return it->second;
+  if (const long long *id = table->find(code, line))
+    return *id;
   Obj lineObj(PyLong_FromLong(line));
   Obj made(PyObject_CallMethodObjArgs(session, names.locationId, code,
                                       lineObj.get(), nullptr));
@@ -536,8 +528,7 @@ long long locationId(PyObject *session, PyObject *code, int line) {
   long long id = PyLong_AsLongLong(made.get());
   if (id == -1 && PyErr_Occurred())
     return -1;
-  Py_INCREF(code);
-  table->ids.emplace(std::make_pair(code, line), id);
+  table->put(code, line, id);
   return id;
 }
 
@@ -634,7 +625,7 @@ PyObject *cachedDispatch(PyObject *, PyObject *const *argv, Py_ssize_t argc) {
   PyObject *stream = global(state.streamsDict, names.active);
   if (!stream)
     return miss();
-  std::vector<long long> inputs;
+  std::vector<int64_t> inputs;
   inputs.reserve(dts.size());
   for (PyObject *t : dts) {
     Obj ref(tensorAttr(t, names.ref));
@@ -702,7 +693,7 @@ PyObject *cachedDispatch(PyObject *, PyObject *const *argv, Py_ssize_t argc) {
     return miss();
   static PyObject *checkedClass = nullptr; // held: the last class checked
   if (cls != checkedClass) {
-    for (PyObject *n : {names.attrSpec, names.attrRef, names.attrMesh,
+    for (PyObject *n : {names.spec, names.ref, names.mesh,
                         names.attrDevice, names.attrFake})
       if (_PyType_Lookup(reinterpret_cast<PyTypeObject *>(cls), n))
         return miss(); // a class attribute of that name: make_tensor's way
@@ -734,17 +725,16 @@ PyObject *cachedDispatch(PyObject *, PyObject *const *argv, Py_ssize_t argc) {
     // make_tensor's attributes, into the new instance's dict (checked once
     // per class: no class of it defines them).
     Obj dict(PyObject_GenericGetDict(t.get(), nullptr));
-    if (!dict || PyDict_SetItem(dict.get(), names.attrSpec, spec.spec.get()) < 0 ||
-        PyDict_SetItem(dict.get(), names.attrRef, ref.get()) < 0 ||
-        PyDict_SetItem(dict.get(), names.attrMesh, mesh) < 0 ||
+    if (!dict || PyDict_SetItem(dict.get(), names.spec, spec.spec.get()) < 0 ||
+        PyDict_SetItem(dict.get(), names.ref, ref.get()) < 0 ||
+        PyDict_SetItem(dict.get(), names.mesh, mesh) < 0 ||
         PyDict_SetItem(dict.get(), names.attrDevice, spec.device.get()) < 0 ||
         PyDict_SetItem(dict.get(), names.attrFake, Py_None) < 0)
       return nullptr;
     results.push_back(reinterpret_cast<RefObject *>(ref.get())->id);
     objs.push_back(std::move(t));
   }
-  std::vector<int64_t> in(inputs.begin(), inputs.end());
-  if (issueOp(outStream.get(), templateId, mid, sid, loc, in, results) < 0)
+  if (issueOp(outStream.get(), templateId, mid, sid, loc, inputs, results) < 0)
     return raiseUnreachable(session.get());
 
   if (c->single >= 0)

@@ -27,7 +27,7 @@ namespace {
 
 PyObject *lendingClass = nullptr; ///< core.Lending, set once (set_lending)
 PyObject *strNextRef, *strNewRef, *strMeshIdOf, *strStreamId, *strIrName,
-    *strStream, *strDeleteRef;
+    *strStream;
 
 int64_t asInt(PyObject *o) {
   if (!o)
@@ -83,10 +83,10 @@ void refFinalize(PyObject *obj) {
   PyErr_Fetch(&type, &value, &tb);
   if (PyObject *stream = PyObject_GetAttr(self->session, strStream)) {
     if (frontend::InstructionStream *s = instructionStreamOf(stream)) {
-      s->deleteRef(self->id, self->meshId, self->streamId);
-    } else if (stream != Py_None) {
-      PyObject *r = PyObject_CallMethod(stream, "delete_ref", "LLL", self->id,
-                                        self->meshId, self->streamId);
+      s->deleteRef(self->id, self->meshId, self->streamId); // the common case
+    } else { // the session's own rule (Session.queue_delete)
+      PyObject *r = PyObject_CallMethod(self->session, "queue_delete", "LLL",
+                                        self->id, self->meshId, self->streamId);
       Py_XDECREF(r);
     }
     Py_DECREF(stream);
@@ -235,7 +235,6 @@ void bindRef(py::module_ &m) {
   strStreamId = PyUnicode_InternFromString("stream_id");
   strIrName = PyUnicode_InternFromString("ir_name");
   strStream = PyUnicode_InternFromString("stream");
-  strDeleteRef = PyUnicode_InternFromString("delete_ref");
   if (PyType_Ready(&RefType) < 0)
     throw py::error_already_set();
   Py_INCREF(&RefType);
