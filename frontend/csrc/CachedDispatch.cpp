@@ -347,11 +347,12 @@ Compiled *compiled(PyObject *entry) {
     // make_tensor's keywords (core.py), once per entry.
     // Keywords at their defaults are left out (each costs torch's argument
     // parser): contiguous strides, a zero storage offset, requires_grad=False.
+    // An offset goes with its strides: torch 2.x refuses one without them.
     r.kwargs = Obj(PyDict_New());
     long long off = PyLong_AsLongLong(offset.get());
     int dense = contiguous(r.shape.get(), stride.get());
     if (!r.kwargs || dense < 0 || (off == -1 && PyErr_Occurred()) ||
-        (!dense &&
+        ((!dense || off != 0) &&
          PyDict_SetItem(r.kwargs.get(), names.strides, stride.get()) < 0) ||
         (off != 0 && PyDict_SetItem(r.kwargs.get(), names.storageOffset,
                                     offset.get()) < 0) ||
