@@ -19,9 +19,9 @@ of --reps repetitions, all in one run:
              worker's execution costs per step, against local;
   messages   instructions the controller sends per call.
 
-On CUDA, with MONARCH_CUDA_GRAPHS=on, the worker replays the step as a captured CUDA graph (docs/plan.md,
-"CUDA graphs"); --graphs both (the default there) also measures a second mesh
-whose workers run it op by op (MONARCH_CUDA_GRAPHS=off, the default), and the floor: the
+On CUDA the worker replays the step as a captured CUDA graph (docs/plan.md,
+"CUDA graphs"; MONARCH_CUDA_GRAPHS=on, the default); --graphs both (the default there) also
+measures a second mesh whose workers run it op by op (MONARCH_CUDA_GRAPHS=off), and the floor: the
 same chain captured with torch.cuda.CUDAGraph in this process and replayed.
 """
 

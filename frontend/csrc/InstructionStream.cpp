@@ -324,7 +324,7 @@ InstructionStream::endBody(int64_t id, const std::vector<int64_t> &results,
     ended.canonical = canonicalBody(rec);
     // monarch.compile steps and monarch.range bodies are CUDA-graph
     // candidates: a worker with a GPU captures what of them it can
-    // (docs/plan.md, "CUDA graphs"; the workers capture with MONARCH_CUDA_GRAPHS=on).
+    // (docs/plan.md, "CUDA graphs"; MONARCH_CUDA_GRAPHS=off runs them op by op).
     rec.set_cuda_graph(true);
     releaseDeferredLocked(formalSet, &ended.orphans);
     if (!previous || *previous != ended.canonical) {

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <fstream>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <csignal>
@@ -140,4 +141,30 @@ TEST(LocalLauncher, ChildrenInheritOnlyStdioAndTheBootstrap) {
     ::close(fd);
   // fd 3 is the bootstrap pipe; nothing else crossed the exec.
   EXPECT_EQ(h.outAtExit, (std::vector<std::string>{"has 3", "checked"}));
+}
+
+// A proc outlives the thread that launched it: a child's PR_SET_PDEATHSIG
+// fires when the thread that forked it ends, so procs launched from
+// short-lived threads (a Python actor's endpoint, a pytest worker) were
+// SIGKILLed when those returned. The launcher forks on a thread of its own.
+TEST(LocalLauncher, AProcOutlivesTheThreadThatLaunchedIt) {
+  LauncherHarness h;
+  char dir[] = "/tmp/monarch-launcher-XXXXXX";
+  ASSERT_TRUE(::mkdtemp(dir));
+  std::string go = std::string(dir) + "/go";
+  std::unique_ptr<LaunchedProc> proc;
+  std::thread launcher([&] {
+    proc = h.start(h.shell("echo up; while [ ! -e " + go +
+                           " ]; do sleep 0.02; done; echo done"));
+  });
+  launcher.join(); // the launching thread has ended
+  ASSERT_TRUE(proc);
+  ASSERT_TRUE(h.waitFor([&] { return !h.out.empty(); }, 10s));
+  { std::ofstream(go) << "1"; }
+  bool exited = h.waitFor([&] { return !h.exitHow.empty(); }, 10s);
+  ::unlink(go.c_str());
+  ::rmdir(dir);
+  ASSERT_TRUE(exited);
+  EXPECT_EQ(h.exitHow, "exited with code 0");
+  EXPECT_EQ(h.outAtExit, (std::vector<std::string>{"up", "done"}));
 }

@@ -23,9 +23,10 @@
 // to machines without the compiler.
 //
 // --cuda-graphs on has workers with a GPU run the plan's CUDA-graph
-// candidates as captured graphs; off (the default for now) runs every
-// recording op by op (docs/plan.md, "CUDA graphs"). The compile marks the
-// candidates either way.
+// candidates as captured graphs; off runs every recording op by op
+// (docs/plan.md, "CUDA graphs"). Without it the workers' default holds: on,
+// unless MONARCH_CUDA_GRAPHS=off is in their environment. The compile marks
+// the candidates either way.
 //
 // Multi-host (docs/multi-host.md): with --hosts or --hosts-file the
 // controller attaches to running host agents (monarch-host) that hold the
@@ -53,6 +54,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <new>
+#include <optional>
 #include <string>
 #include <unistd.h>
 
@@ -73,7 +75,7 @@ struct Args {
   std::string emitPlan;
   std::string monarchOpt;
   int64_t compileTimeoutSeconds = 600;
-  bool cudaGraphs = false;
+  std::optional<bool> cudaGraphs; ///< unset: the workers' default
   std::string hosts;
   std::string hostsFile;
   std::string secretFile;

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <csignal>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <fcntl.h>
 #include <mutex>
 #include <set>
@@ -233,6 +235,68 @@ private:
   std::shared_ptr<ExitWatch> watch;
 };
 
+/// Forks on one thread that lives as long as the process. A child's
+/// PR_SET_PDEATHSIG fires when the *thread* that forked it ends, not the
+/// process: a proc forked from a short-lived thread (a Python actor's
+/// endpoint thread, a pytest worker's, a callback's) was SIGKILLed as soon
+/// as that thread returned, its mesh reporting "killed by signal 9". Here
+/// every fork is made by this thread, so a child dies with the process only.
+/// `child` runs in the new process between fork and exec (async-signal-safe
+/// calls only) and must not return; the caller's data it uses stays valid
+/// since the caller waits for the fork.
+class ForkThread {
+public:
+  static ForkThread &get() {
+    // Never destroyed: static destructors at exit must not join it.
+    static ForkThread *thread = new ForkThread();
+    return *thread;
+  }
+
+  pid_t fork(const std::function<void()> &child) {
+    std::unique_lock<std::mutex> lock(mu);
+    Request request{&child};
+    queue.push_back(&request);
+    wake.notify_all();
+    done.wait(lock, [&] { return request.finished; });
+    errno = request.error;
+    return request.pid;
+  }
+
+private:
+  struct Request {
+    const std::function<void()> *child;
+    pid_t pid = -1;
+    int error = 0;
+    bool finished = false;
+  };
+
+  ForkThread() {
+    std::thread([this] { serve(); }).detach();
+  }
+
+  void serve() {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      wake.wait(lock, [&] { return !queue.empty(); });
+      Request *request = queue.front();
+      queue.pop_front();
+      pid_t pid = ::fork();
+      if (pid == 0) {
+        (*request->child)();
+        ::_exit(127);
+      }
+      request->pid = pid;
+      request->error = pid < 0 ? errno : 0;
+      request->finished = true;
+      done.notify_all();
+    }
+  }
+
+  std::mutex mu;
+  std::condition_variable wake, done;
+  std::deque<Request *> queue;
+};
+
 Status errnoStatus(const std::string &what) {
   return Status(ErrorCode::Internal, what + ": " + std::strerror(errno));
 }
@@ -359,10 +423,7 @@ LocalProcLauncher::launch(const ProcLaunchSpec &spec) {
   argv.push_back(nullptr);
   pid_t parent = ::getpid();
 
-  pid_t pid = ::fork();
-  if (pid < 0)
-    return errnoStatus("fork");
-  if (pid == 0) {
+  pid_t pid = ForkThread::get().fork([&] {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent)
       ::_exit(1); // the parent died before prctl took effect
@@ -378,6 +439,12 @@ LocalProcLauncher::launch(const ProcLaunchSpec &spec) {
     closeDescriptorsFrom(kBootstrapFd + 1);
     ::execve(path.c_str(), argv.data(), envp.data());
     ::_exit(127);
+  });
+  if (pid < 0) {
+    Status failed = errnoStatus("fork");
+    for (int fd : {bootPipe[0], outPipe[0], outPipe[1], errPipe[0], errPipe[1]})
+      ::close(fd);
+    return failed;
   }
   ::close(bootPipe[0]);
   ::close(outPipe[1]);

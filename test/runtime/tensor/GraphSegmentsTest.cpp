@@ -3,13 +3,21 @@
 // segmentBody() (runtime/tensor/lib/cuda/GraphSegments.h) on bodies written
 // as frame indexes: what is captured, what runs op by op, and what each
 // captured segment reads, writes back, frees and leaves bound. CUDA-free: it
-// runs everywhere; CudaExecutorTest's CudaGraphs tests run the result.
+// runs everywhere; CudaExecutorTest's CudaGraphs tests run the result. Also
+// the switch a worker reads: cudaGraphsSetting (TensorWorker.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "../../../runtime/tensor/lib/cuda/GraphSegments.h"
 
+#include "monarch/tensor/TensorWorker.h"
+#include "monarch/tensor/plan.pb.h"
+
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
 
 using namespace monarch::tensor::detail;
 using Cells = std::vector<uint32_t>;
@@ -160,4 +168,36 @@ TEST(GraphSegments, DeletionsAloneAreNoGraph) {
   ASSERT_EQ(segments.size(), 1u);
   EXPECT_FALSE(segments[0].captured);
   EXPECT_TRUE(segmentBody({}, 2).empty());
+}
+
+// On by default; MONARCH_CUDA_GRAPHS=off turns it off; the controller's word
+// (monarch-run --cuda-graphs) beats the environment either way; a value that
+// is neither on nor off keeps the default.
+TEST(CudaGraphsSetting, DefaultOnEnvironmentOffControllerFirst) {
+  using monarch::tensor::cudaGraphsSetting;
+  using monarch::plan::WorkerConfig;
+  const char *was = std::getenv("MONARCH_CUDA_GRAPHS");
+  std::optional<std::string> saved;
+  if (was)
+    saved = was;
+  WorkerConfig unset, on, off;
+  on.set_cuda_graphs(true);
+  off.set_cuda_graphs(false);
+
+  ::unsetenv("MONARCH_CUDA_GRAPHS");
+  EXPECT_TRUE(cudaGraphsSetting(unset));
+  EXPECT_FALSE(cudaGraphsSetting(off));
+  ::setenv("MONARCH_CUDA_GRAPHS", "off", 1);
+  EXPECT_FALSE(cudaGraphsSetting(unset));
+  EXPECT_TRUE(cudaGraphsSetting(on));
+  ::setenv("MONARCH_CUDA_GRAPHS", "on", 1);
+  EXPECT_TRUE(cudaGraphsSetting(unset));
+  EXPECT_FALSE(cudaGraphsSetting(off));
+  ::setenv("MONARCH_CUDA_GRAPHS", "sometimes", 1);
+  EXPECT_TRUE(cudaGraphsSetting(unset));
+
+  if (saved)
+    ::setenv("MONARCH_CUDA_GRAPHS", saved->c_str(), 1);
+  else
+    ::unsetenv("MONARCH_CUDA_GRAPHS");
 }

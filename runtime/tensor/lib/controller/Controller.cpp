@@ -433,7 +433,8 @@ Controller::start(ControllerOptions options) {
     config.set_store_dir(impl->storeDir->path());
   }
   config.set_memory_cap_bytes(options.memoryCapBytes);
-  config.set_cuda_graphs(options.cudaGraphs);
+  if (options.cudaGraphs)
+    config.set_cuda_graphs(*options.cudaGraphs);
   config.set_timeout_ms(options.timeout.count());
   config.set_trace(options.trace);
   auto workers = procs->spawn("tensor_workers", kTensorWorkerClass,

@@ -86,9 +86,7 @@ public:
         config.timeout_ms() > 0 ? config.timeout_ms() : 60000);
     options.memoryCapBytes = config.memory_cap_bytes();
     options.intraOpThreads = intraOpShare(options.rootShape);
-    const char *graphs = std::getenv("MONARCH_CUDA_GRAPHS");
-    options.cudaGraphs =
-        config.cuda_graphs() || (graphs && std::string(graphs) == "on");
+    options.cudaGraphs = cudaGraphsSetting(config);
     if (const char *bind = std::getenv("MONARCH_BIND_CORES");
         bind && std::string(bind) == "1")
       bindToCoreShare(context().rank, options.rootShape);
@@ -200,6 +198,19 @@ private:
 };
 
 } // namespace
+
+bool cudaGraphsSetting(const plan::WorkerConfig &config) {
+  if (config.has_cuda_graphs())
+    return config.cuda_graphs();
+  const char *env = std::getenv("MONARCH_CUDA_GRAPHS");
+  if (!env || std::string(env) == "on")
+    return true;
+  if (std::string(env) == "off")
+    return false;
+  log::warning("MONARCH_CUDA_GRAPHS=", env,
+               " is neither on nor off; CUDA graphs stay on");
+  return true;
+}
 
 void registerTensorWorker() {
   static const bool registered =

@@ -81,8 +81,10 @@ public:
 };
 
 /// fork/exec on this machine. Children get PR_SET_PDEATHSIG(SIGKILL), so they
-/// die with the thread that started them; their stdout/stderr are forwarded
-/// line by line with the rank prefix.
+/// die with this process: every fork is made on one thread that lives as
+/// long as the process (the signal follows the forking thread), whichever
+/// thread asks for the launch. Their stdout/stderr are forwarded line by
+/// line with the rank prefix.
 class LocalProcLauncher : public ProcLauncher {
 public:
   explicit LocalProcLauncher(asio::io_context &io) : io(io) {}

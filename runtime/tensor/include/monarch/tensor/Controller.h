@@ -59,9 +59,11 @@ struct ControllerOptions {
   std::string workerPath;
   /// Per-worker CPU tensor memory cap in bytes (0 = none), ExecutorOptions.
   size_t memoryCapBytes = 0;
-  /// The workers run CUDA-graph candidates as captured graphs (off by
-  /// default for now: docs/plan.md, "CUDA graphs").
-  bool cudaGraphs = false;
+  /// The workers run CUDA-graph candidates as captured graphs (true) or op
+  /// by op (false); unset, each worker's default: on, unless
+  /// MONARCH_CUDA_GRAPHS=off is in its environment (docs/plan.md, "CUDA
+  /// graphs").
+  std::optional<bool> cudaGraphs;
   /// Bound on every wait: spawning, rendezvous, collectives, borrows.
   std::chrono::milliseconds timeout{60000};
   /// Workers report a TraceEvent per executed instruction.

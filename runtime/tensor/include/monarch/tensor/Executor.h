@@ -69,8 +69,8 @@ struct ExecutorOptions {
   /// captured graphs of its stretches of at least `cudaGraphMinOps` ATen
   /// calls, at most `cudaGraphMax` graphs and `cudaGraphPoolBytes` of their
   /// pools at once on this worker. False runs every recording op by op
-  /// (the tensor worker's default: it sets this from WorkerConfig and
-  /// MONARCH_CUDA_GRAPHS=on).
+  /// (the tensor worker sets this from WorkerConfig, else from
+  /// MONARCH_CUDA_GRAPHS=on|off, else on).
   bool cudaGraphs = true;
   size_t cudaGraphMinOps = 2;
   int64_t cudaGraphMax = 256;

@@ -16,6 +16,10 @@
 #ifndef MONARCH_TENSOR_TENSORWORKER_H
 #define MONARCH_TENSOR_TENSORWORKER_H
 
+namespace monarch::plan {
+class WorkerConfig;
+}
+
 namespace monarch::tensor {
 
 /// The actor class name the controller spawns.
@@ -30,6 +34,13 @@ void registerTensorWorker();
 /// back to the kernel after every op (HostAllocator.cpp). Worker processes
 /// call it at start.
 void tuneHostAllocator();
+
+/// Whether a worker runs the plan's CUDA-graph candidates as captured
+/// graphs: the controller's word when it gave one (monarch-run
+/// --cuda-graphs on|off), else MONARCH_CUDA_GRAPHS=on|off in this process's
+/// environment, else on (docs/plan.md, "CUDA graphs"). Any other value of
+/// the variable is one warning and the default.
+bool cudaGraphsSetting(const plan::WorkerConfig &config);
 
 } // namespace monarch::tensor
 
