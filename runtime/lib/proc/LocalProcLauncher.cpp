@@ -21,6 +21,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <utility>
 
 extern char **environ;
 
@@ -297,6 +298,27 @@ private:
   std::deque<Request *> queue;
 };
 
+/// A close-on-exec pipe whose ends are closed when it goes out of scope,
+/// unless handed on (release): every early return of a launch closes what
+/// it opened.
+struct Pipe {
+  int fd[2] = {-1, -1};
+  Pipe() = default;
+  Pipe(const Pipe &) = delete;
+  Pipe &operator=(const Pipe &) = delete;
+  ~Pipe() {
+    close(0);
+    close(1);
+  }
+  bool open() { return ::pipe2(fd, O_CLOEXEC) == 0; }
+  void close(int end) {
+    if (fd[end] >= 0)
+      ::close(fd[end]);
+    fd[end] = -1;
+  }
+  int release(int end) { return std::exchange(fd[end], -1); }
+};
+
 Status errnoStatus(const std::string &what) {
   return Status(ErrorCode::Internal, what + ": " + std::strerror(errno));
 }
@@ -381,18 +403,16 @@ LocalProcLauncher::launch(const ProcLaunchSpec &spec) {
   std::string boot;
   if (!spec.bootstrap.SerializeToString(&boot))
     return Status(ErrorCode::Internal, "cannot serialize the bootstrap");
-  int bootPipe[2], outPipe[2], errPipe[2];
-  if (::pipe2(bootPipe, O_CLOEXEC) != 0)
-    return errnoStatus("pipe");
-  if (::pipe2(outPipe, O_CLOEXEC) != 0 || ::pipe2(errPipe, O_CLOEXEC) != 0)
-    return errnoStatus("pipe");
   // The bootstrap is small; it fits in the pipe buffer before the child runs.
   if (boot.size() > 60000)
     return Status(ErrorCode::Invalid, "bootstrap too large");
-  if (::write(bootPipe[1], boot.data(), boot.size()) !=
+  Pipe bootPipe, outPipe, errPipe;
+  if (!bootPipe.open() || !outPipe.open() || !errPipe.open())
+    return errnoStatus("pipe");
+  if (::write(bootPipe.fd[1], boot.data(), boot.size()) !=
       static_cast<ssize_t>(boot.size()))
     return errnoStatus("write bootstrap");
-  ::close(bootPipe[1]);
+  bootPipe.close(1);
 
   // Everything the child needs is prepared before fork: between fork and exec
   // only async-signal-safe calls are allowed.
@@ -427,9 +447,9 @@ LocalProcLauncher::launch(const ProcLaunchSpec &spec) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent)
       ::_exit(1); // the parent died before prctl took effect
-    int fds[3][2] = {{bootPipe[0], kBootstrapFd},
-                     {outPipe[1], STDOUT_FILENO},
-                     {errPipe[1], STDERR_FILENO}};
+    int fds[3][2] = {{bootPipe.fd[0], kBootstrapFd},
+                     {outPipe.fd[1], STDOUT_FILENO},
+                     {errPipe.fd[1], STDERR_FILENO}};
     for (auto &f : fds) {
       if (f[0] == f[1])
         ::fcntl(f[0], F_SETFD, 0);
@@ -440,23 +460,18 @@ LocalProcLauncher::launch(const ProcLaunchSpec &spec) {
     ::execve(path.c_str(), argv.data(), envp.data());
     ::_exit(127);
   });
-  if (pid < 0) {
-    Status failed = errnoStatus("fork");
-    for (int fd : {bootPipe[0], outPipe[0], outPipe[1], errPipe[0], errPipe[1]})
-      ::close(fd);
-    return failed;
-  }
-  ::close(bootPipe[0]);
-  ::close(outPipe[1]);
-  ::close(errPipe[1]);
+  if (pid < 0)
+    return errnoStatus("fork");
+  bootPipe.close(0);
+  outPipe.close(1);
+  errPipe.close(1);
 
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (pidfd < 0) {
+    Status failed = errnoStatus("pidfd_open");
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    ::close(outPipe[0]);
-    ::close(errPipe[0]);
-    return errnoStatus("pidfd_open");
+    return failed;
   }
   {
     std::lock_guard<std::mutex> guard(liveMu);
@@ -465,9 +480,9 @@ LocalProcLauncher::launch(const ProcLaunchSpec &spec) {
   auto watch = std::make_shared<ExitWatch>(io, pid, pidfd, 2);
   auto closed = [watch] { watch->streamClosed(); };
   auto out = std::make_shared<LogForwarder>(
-      io, outPipe[0], false, spec.logPrefix, spec.logSink, closed);
+      io, outPipe.release(0), false, spec.logPrefix, spec.logSink, closed);
   auto err = std::make_shared<LogForwarder>(
-      io, errPipe[0], true, spec.logPrefix, spec.logSink, closed);
+      io, errPipe.release(0), true, spec.logPrefix, spec.logSink, closed);
   asio::post(io, [watch, out, err] {
     watch->start();
     out->start();
