@@ -161,10 +161,14 @@ bool sameEndpoint(const sockaddr_storage &a, const sockaddr_storage &b) {
   return false;
 }
 
-/// Shuts down this process's sockets whose local address is one of
-/// `addresses` (a connected Gloo pair's own address names its socket: the
-/// pair's listening socket is closed once it accepted). Gloo keeps the
-/// descriptors private; the process's descriptor table is where they are.
+/// Shuts down the reading side of this process's sockets whose local
+/// address is one of `addresses` (a connected Gloo pair's own address names
+/// its socket: the pair's listening socket is closed once it accepted).
+/// Gloo keeps the descriptors private; the process's descriptor table is
+/// where they are. Reading only: a read then returns the end (what a dead
+/// peer looks like), while a write Gloo makes meanwhile still goes out --
+/// shutting down the writing side too made such a write raise SIGPIPE,
+/// which killed the process.
 void shutdownSocketsBoundTo(const std::vector<sockaddr_storage> &addresses) {
   if (addresses.empty())
     return;
@@ -186,7 +190,7 @@ void shutdownSocketsBoundTo(const std::vector<sockaddr_storage> &addresses) {
       continue;
     for (const auto &a : addresses)
       if (sameEndpoint(local, a)) {
-        ::shutdown(static_cast<int>(fd), SHUT_RDWR);
+        ::shutdown(static_cast<int>(fd), SHUT_RD);
         break;
       }
   }
@@ -206,9 +210,9 @@ public:
   /// of them fails at once, and every later one too. Closing the pairs
   /// (Context::closeConnections) would not wake it: a closed pair neither
   /// signals the buffers waiting on it nor sees the peer's end any more,
-  /// so a waiting allreduce would sleep to its timeout. A shut-down socket
-  /// is what a dead peer looks like to Gloo's event loop: it reads the end
-  /// and fails the pair, waking its waiters with an error.
+  /// so a waiting allreduce would sleep to its timeout. A socket shut down
+  /// for reading is what a dead peer looks like to Gloo's event loop: it
+  /// reads the end and fails the pair, waking its waiters with an error.
   void abort() override {
     std::vector<sockaddr_storage> mine;
     for (int i = 0; i < ctx->size; ++i) {
