@@ -8,6 +8,7 @@ expectations are computed on the CPU.
 
 from __future__ import annotations
 
+import threading
 import warnings
 
 import pytest
@@ -713,6 +714,38 @@ def test_grad_generator_early_exit_and_unused(spawn, device):
     assert gu is None
     assert torch.equal(monarch.inspect(gw), torch.ones(3))
     assert torch.equal(monarch.inspect(gs), torch.full((3,), 2.0))
+
+
+def _grad_generator_threads_end(timeout: float = 30.0) -> bool:
+    for t in threading.enumerate():
+        if t.name == "monarch-grad-generator":
+            t.join(timeout)
+            if t.is_alive():
+                return False
+    return True
+
+
+def test_grad_generator_never_leaves_a_backward_paused(spawn, device):
+    # With CUDA tensors torch runs backward hooks on autograd's shared device
+    # thread: a backward left paused behind a generator nobody advances hangs
+    # every later backward on that device (Monarch's distributed_tensors.py
+    # did, its zip(params, grads) never asking for the end).
+    mesh = spawn({"gpu": 2})
+    with mesh.activate():
+        model = nn.Sequential(nn.Linear(4, 4, device=device), nn.ReLU(),
+                              nn.Linear(4, 2, device=device))
+        x = torch.ones(3, 4, device=device)
+        rparams = list(reversed(list(model.parameters())))
+        for p, g in zip(rparams, monarch.grad_generator(model(x).sum(), rparams)):
+            g.reduce_("gpu", "sum")
+        assert _grad_generator_threads_end()  # all handed out: the backward ended
+        gen = monarch.grad_generator(model(x).sum(), rparams)
+        next(gen)
+        del gen  # dropped early, never closed
+        assert _grad_generator_threads_end()
+        # and later backwards still run
+        grads = list(monarch.grad_generator(model(x).sum(), rparams))
+    assert torch.equal(monarch.inspect(grads[0]), torch.full((2,), 3.0))
 
 
 def test_module_conversions_and_data(spawn, device):

@@ -328,3 +328,36 @@ def test_monarch_run_binds_undefined_results_in_place(optimize, tmp_path, device
     for w, (_, _, got) in zip(want, printed):
         assert not isinstance(got, str), got
         assert torch.allclose(got, w.to(torch.float64).reshape(got.shape), atol=1e-5), (got, w)
+
+
+def test_a_compiler_run_past_compile_timeout_is_killed_with_a_clear_error(tmp_path, monkeypatch):
+    """monarch-opt is bounded (config compile_timeout_ms): a run past it is
+    killed and raises TimeoutError naming the setting, instead of hanging
+    the program (the Simulator's display() once waited without a bound)."""
+    import time
+
+    import monarch.config
+    pid_file = tmp_path / "pid"
+    stuck = tmp_path / "monarch-opt"
+    stuck.write_text(f"#!/bin/sh\necho $$ > {pid_file}\necho 'stuck in a pass' >&2\nexec sleep 60\n")
+    stuck.chmod(0o755)
+    monkeypatch.setenv("MONARCH_OPT", str(stuck))
+
+    def program():
+        mesh = monarch.actor.this_host().spawn_procs({"gpu": 1})
+        with mesh.activate():
+            torch.ones(2) + 1
+
+    import monarch.actor
+    tr = monarch.trace(program)
+    start = time.monotonic()
+    with monarch.config.configured(compile_timeout_ms=500):
+        with pytest.raises(TimeoutError, match=r"no result within 500 ms .*compile_timeout_ms.*"
+                                               r"stuck in a pass"):
+            tr.to_mlir()
+    assert time.monotonic() - start < 30
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):  # killed, not left running
+        os.kill(pid, 0)
+    with pytest.raises(ValueError, match="at least 1"):
+        monarch.config.configure(compile_timeout_ms=0)

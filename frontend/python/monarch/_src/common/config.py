@@ -84,6 +84,10 @@ SETTINGS: Dict[str, Setting] = {
     "rdma_timeout_ms": Setting("MONARCH_RDMA_TIMEOUT_MS", "ms", None,
                                "once per process, at its first RDMA use",
                                "deadline of one RDMA operation"),
+    "compile_timeout_ms": Setting("MONARCH_COMPILE_TIMEOUT_MS", "ms", 600000,
+                                  "every monarch-opt run",
+                                  "how long one run of the compiler (monarch.trace, "
+                                  "monarch.compile, monarch.Simulator) may take", minimum=1),
 }
 
 # Monarch's configure() keys (python/monarch/config) with no counterpart

@@ -19,6 +19,17 @@ from .values import from_tensor_data
 _OPT_NAMES = ("monarch-opt", "monarch-opt-static")
 
 
+def compile_timeout_ms() -> int:
+    """The bound of one monarch-opt run (monarch.config ``compile_timeout_ms``)."""
+    from ..common.config import get_global_config
+
+    value = get_global_config()["compile_timeout_ms"]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"MONARCH_COMPILE_TIMEOUT_MS must be a positive number of "
+                         f"milliseconds, not {value!r}")
+    return value
+
+
 def find_monarch_opt() -> Optional[str]:
     """monarch-opt: $MONARCH_OPT, the build trees beside the package (its own
     bin/ or a build/ above it; the self-contained ``monarch-opt-static`` a
@@ -67,8 +78,18 @@ class Trace:
             src = os.path.join(d, f"{self.name}.trace")
             with open(src, "wb") as f:
                 f.write(self.traced)
-            proc = subprocess.run([opt, src, *[a.replace("{dir}", d) for a in args]],
-                                  capture_output=True, text=True)
+            timeout_ms = compile_timeout_ms()
+            try:
+                proc = subprocess.run([opt, src, *[a.replace("{dir}", d) for a in args]],
+                                      capture_output=True, text=True, timeout=timeout_ms / 1000)
+            except subprocess.TimeoutExpired as e:
+                # subprocess.run has killed it; its partial diagnostics say where it was.
+                err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (
+                    e.stderr or "")
+                raise TimeoutError(
+                    f"monarch-opt {what}: no result within {timeout_ms} ms (config "
+                    f"compile_timeout_ms, MONARCH_COMPILE_TIMEOUT_MS){': ' + err if err else ''}"
+                ) from None
             if proc.returncode != 0:
                 raise RuntimeError(f"monarch-opt {what}:\n{proc.stderr}")
             out = os.path.join(d, "prog.plan")
