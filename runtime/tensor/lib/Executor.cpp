@@ -23,6 +23,7 @@
 #include "monarch/tensor/Executor.h"
 
 #include "Internal.h"
+#include "OutlineStretches.h"
 #include "cuda/GraphSegments.h"
 #include "monarch/tensor/Functions.h"
 #include "monarch/tensor/Plan.h"
@@ -486,9 +487,12 @@ struct CompiledRecording {
     bool isDelete = false;
     c10::SmallVector<uint32_t, 2> frees; ///< frame indexes a deletion clears
   };
-  int64_t id = 0;
+  int64_t id = 0; ///< of the recording (of a stretch: the one it is in)
   int64_t stream = 0;
   int64_t mesh = 0;
+  /// A stretch outlined from a recording's body (OutlineStretches.h): its
+  /// failures read as the body's own instructions'.
+  bool stretch = false;
   size_t formals = 0, results = 0, locals = 0;
   std::vector<bool> formalWritten;
   std::vector<Step> steps; ///< contiguous: walked once per call
@@ -1062,8 +1066,12 @@ struct Executor::Impl {
       const plan::Recording &rec = inst.define_recording().recording();
       Recording &r = recordings[rec.id()];
       r.plan = rec;
+      r.stretches = nullptr;
       r.compiled = compileRecording(rec);
-      if (graphCandidate(rec) && !(r.compiled && r.compiled->graphs))
+      if (!r.compiled && rec.cuda_graph())
+        outline(r);
+      if (graphCandidate(rec) && !(r.compiled && r.compiled->graphs) &&
+          !r.stretches)
         debug("cuda graphs: recording " + std::to_string(rec.id()) +
               (r.compiled ? " has no stretch of " +
                                 std::to_string(options.cudaGraphMinOps) +
@@ -1775,19 +1783,77 @@ struct Executor::Impl {
   // --- recordings
   // --------------------------------------------------------------
 
+  /// One outlined stretch: its recording and that compiled.
+  struct Stretched {
+    plan::Recording plan;
+    std::shared_ptr<const CompiledRecording> compiled;
+  };
+  /// A recording as this worker runs it.
   struct Recording {
+    /// The body as defined, or with its stretches outlined (`stretches`).
     plan::Recording plan;
     /// Null when the body must be expanded at each call.
     std::shared_ptr<const CompiledRecording> compiled;
+    /// The stretches `plan` calls (call_recording.stretch k is the k-th),
+    /// each compiled; null when none was outlined.
+    std::shared_ptr<const std::vector<Stretched>> stretches;
   };
+
+  /// A recording marked a CUDA-graph candidate whose body is not one
+  /// compiled task (transfers, collectives, borrows among its ATen calls)
+  /// gets its long stretches of ATen calls outlined and compiled
+  /// (OutlineStretches.h): each call then runs each stretch as one task,
+  /// replayed as CUDA graphs on a GPU, and expands only the rest. On the
+  /// CPU too: one task per stretch is cheaper than its instructions.
+  void outline(Recording &r) {
+    const plan::Recording &rec = r.plan;
+    std::vector<Stretch> found = findStretches(
+        rec, options.cudaGraphMinOps, [&](const plan::Instruction &inst) {
+          auto it = membership.find(inst.mesh());
+          return it != membership.end() && !it->second;
+        });
+    std::vector<Stretch> kept;
+    auto stretched = std::make_shared<std::vector<Stretched>>();
+    for (Stretch &s : found) {
+      s.recording.set_id(rec.id());
+      s.recording.set_cuda_graph(rec.cuda_graph());
+      std::string why;
+      std::shared_ptr<const CompiledRecording> cr =
+          compileRecording(s.recording, /*stretch=*/true, &why);
+      std::string range = "cuda graphs: recording " + std::to_string(rec.id()) +
+                          ": instructions " +
+                          std::to_string(rec.body(s.begin).id()) + ".." +
+                          std::to_string(rec.body(s.end - 1).id());
+      if (!cr) {
+        debug(range + " not outlined: " + why);
+        continue;
+      }
+      debug(range + " outlined (" + std::to_string(s.ops) + " ATen calls, " +
+            (cr->graphs ? "a graph candidate" : "no graph") + ")");
+      stretched->push_back({s.recording, std::move(cr)});
+      kept.push_back(std::move(s));
+    }
+    if (kept.empty())
+      return;
+    r.plan = outlineStretches(rec, kept);
+    r.stretches = std::move(stretched);
+  }
 
   /// Compiles `rec`'s body once (see CompiledRecording), or null.
   std::shared_ptr<const CompiledRecording>
-  compileRecording(const plan::Recording &rec) {
+  /// `why`, when given, receives the reason a body is not compiled.
+  compileRecording(const plan::Recording &rec, bool stretch = false,
+                   std::string *why = nullptr) {
+    auto refuse = [why](std::string reason) {
+      if (why)
+        *why = std::move(reason);
+      return std::shared_ptr<const CompiledRecording>();
+    };
     if (rec.body_size() == 0)
-      return nullptr;
+      return refuse("an empty body");
     auto cr = std::make_shared<CompiledRecording>();
     cr->id = rec.id();
+    cr->stretch = stretch;
     cr->formals = rec.formals_size();
     cr->results = rec.results_size();
     cr->formalWritten.assign(cr->formals, false);
@@ -1797,12 +1863,12 @@ struct Executor::Impl {
     std::vector<bool> defined;
     for (int k = 0; k < rec.formals_size(); ++k) {
       if (!index.emplace(rec.formals(k), k).second)
-        return nullptr;
+        return refuse("a formal named twice");
       defined.push_back(true);
     }
     for (int k = 0; k < rec.results_size(); ++k) {
       if (!index.emplace(rec.results(k), cr->formals + k).second)
-        return nullptr;
+        return refuse("a result named twice or also a formal");
       defined.push_back(false);
     }
     cr->steps.reserve(rec.body_size());
@@ -1812,7 +1878,7 @@ struct Executor::Impl {
     cr->mesh = rec.body(0).mesh();
     for (const auto &body : rec.body()) {
       if (body.stream() != cr->stream || body.mesh() != cr->mesh)
-        return nullptr;
+        return refuse("instructions on several meshes or streams");
       CompiledRecording::Step &step = cr->steps.emplace_back();
       StepAccess &touches = access.emplace_back();
       step.id = body.id();
@@ -1825,7 +1891,7 @@ struct Executor::Impl {
           if (it == index.end() || !defined[it->second])
             continue; // expansion ignores refs it does not hold, too
           if (it->second < fixed)
-            return nullptr; // deletes a ref of the caller
+            return refuse("it deletes a ref of the caller");
           defined[it->second] = false;
           step.frees.push_back(it->second);
         }
@@ -1834,23 +1900,24 @@ struct Executor::Impl {
         const auto &call = body.call_op();
         for (const auto &a : call.args())
           if (hasTensorConstant(a))
-            return nullptr;
+            return refuse("a tensor constant");
         for (const auto &kw : call.kwargs())
           if (hasTensorConstant(kw.value()))
-            return nullptr;
+            return refuse("a tensor constant");
         Operands operands;
         std::string error;
         if (!compileOp(call, step.op, operands, error))
-          return nullptr; // expansion reports it at each call
+          return refuse(error); // expansion reports it at each call
         for (const Slot &slot : step.op.slots)
           if (slot.kind == Slot::Complex)
-            return nullptr;
+            return refuse(call.name() + " takes an argument a compiled body cannot hold");
         c10::SmallVector<uint32_t, 6> frame;
         for (const Operand &o : operands) {
           auto it = index.find(o.ref);
           if (!o.result) {
             if (it == index.end() || !defined[it->second])
-              return nullptr; // a use before definition fails when expanded
+              return refuse("ref " + std::to_string(o.ref) +
+                            " is used before it is defined");
             if (o.mutated && it->second < cr->formals)
               cr->formalWritten[it->second] = true;
             frame.push_back(it->second);
@@ -1866,7 +1933,8 @@ struct Executor::Impl {
                   return !m.result && m.mutated && m.ref == o.ref;
                 });
             if (!self)
-              return nullptr;
+              return refuse("it rebinds the caller's ref " +
+                            std::to_string(o.ref));
             frame.push_back(it->second);
             continue;
           }
@@ -1898,12 +1966,13 @@ struct Executor::Impl {
         step.name = step.op.op->name;
         touches.op = step.name;
       } else {
-        return nullptr;
+        return refuse(std::string("a ") + kindName(body) + " instruction");
       }
     }
     for (size_t k = 0; k < cr->results; ++k)
       if (!defined[cr->formals + k])
-        return nullptr;
+        return refuse("result " + std::to_string(rec.results(k)) +
+                      " is not defined by the body");
     cr->locals = defined.size() - fixed;
     if (graphCandidate(rec))
       cr->graphs = planGraphs(*cr, access);
@@ -2317,8 +2386,12 @@ struct Executor::Impl {
     void run(StreamContext &ctx) override {
       impl->runBody(ctx, *rec, frame.data(), frame.size(),
                     [&](const CompiledRecording::Step &step) {
+                      // A stretch's call carries its body's `where`.
                       return step.location +
-                             recordingWhere(rec->id, instruction, location);
+                             (rec->stretch ? location
+                                           : recordingWhere(rec->id,
+                                                            instruction,
+                                                            location));
                     });
     }
   };
@@ -2363,6 +2436,10 @@ struct Executor::Impl {
   void callRecording(const plan::Instruction &inst) {
     const auto &call = inst.call_recording();
     std::vector<int64_t> results(call.results().begin(), call.results().end());
+    if (call.stretch() != 0)
+      return failStatic(inst,
+                        "call_recording.stretch is internal to the executor",
+                        results);
     auto it = recordings.find(call.recording());
     if (it == recordings.end())
       return failStatic(inst,
@@ -2378,17 +2455,40 @@ struct Executor::Impl {
     if (it->second.compiled && callCompiled(inst, it->second.compiled))
       return;
     std::shared_ptr<const CompiledRecording> keep = it->second.compiled;
+    auto stretches = it->second.stretches;
     plan::Recording body = rec; // a nested definition may replace `rec`
     expand(body, {call.actuals().begin(), call.actuals().end()}, results,
-           recordingWhere(body.id(), inst.id(), inst.location()));
+           recordingWhere(body.id(), inst.id(), inst.location()),
+           stretches.get());
+  }
+
+  /// A body's call of its outlined stretch (mapped into the caller's refs
+  /// by expand): one compiled task, or the stretch's instructions expanded
+  /// when this call needs that.
+  void callStretch(const plan::Instruction &inst,
+                   const std::vector<Stretched> *stretches) {
+    const auto &call = inst.call_recording();
+    std::vector<int64_t> results(call.results().begin(), call.results().end());
+    uint32_t k = call.stretch();
+    if (!stretches || k > stretches->size())
+      return failStatic(inst, "internal error: no stretch " + std::to_string(k),
+                        results);
+    const Stretched &s = (*stretches)[k - 1];
+    if (callCompiled(inst, s.compiled))
+      return;
+    // Its instructions keep their own locations, followed by the body's.
+    expand(s.plan, {call.actuals().begin(), call.actuals().end()}, results,
+           inst.location(), nullptr);
   }
 
   /// Submits `body` with its formals renamed to `actuals`, its results to
   /// `results` and every other ref and borrow to fresh local ones, freed
   /// once the call has run. `where` follows each body instruction's
   /// location in its failures.
+  /// `stretches`: those `body` calls (Recording::stretches), or null.
   void expand(const plan::Recording &body, const std::vector<int64_t> &actuals,
-              const std::vector<int64_t> &results, const std::string &where) {
+              const std::vector<int64_t> &results, const std::string &where,
+              const std::vector<Stretched> *stretches) {
     std::unordered_map<int64_t, int64_t> rename;
     for (int k = 0; k < body.formals_size(); ++k)
       rename[body.formals(k)] = actuals[k];
@@ -2431,7 +2531,10 @@ struct Executor::Impl {
         copy.mutable_borrow_drop()->set_borrow(
             mapBorrow(copy.borrow_drop().borrow()));
       copy.set_location(copy.location() + where);
-      submit(copy);
+      if (copy.has_call_recording() && copy.call_recording().stretch() != 0)
+        callStretch(copy, stretches);
+      else
+        submit(copy);
     }
     expanding = outer;
     // Borrows the call dropped are over; their stream tasks hold the shared
@@ -2472,8 +2575,9 @@ struct Executor::Impl {
     if (it->second.compiled && loopCompiled(inst, it->second.compiled))
       return;
     std::shared_ptr<const CompiledRecording> keep = it->second.compiled;
+    auto stretches = it->second.stretches;
     plan::Recording body = it->second.plan; // as in callRecording
-    expandLoop(inst, body);
+    expandLoop(inst, body, stretches.get());
   }
 
   /// The tasks queued on every stream and not yet run.
@@ -2502,7 +2606,8 @@ struct Executor::Impl {
   /// Iteration by iteration: the induction tensors as `aten::scalar_tensor`
   /// calls on their meshes, the body expanded as a call, then the previous
   /// iteration's carried values (locals of the loop) freed.
-  void expandLoop(const plan::Instruction &inst, const plan::Recording &body) {
+  void expandLoop(const plan::Instruction &inst, const plan::Recording &body,
+                  const std::vector<Stretched> *stretches) {
     const plan::Loop &l = inst.loop();
     std::vector<int64_t> carried(l.carried().begin(), l.carried().end());
     for (int64_t k = 0; k < l.trips(); ++k) {
@@ -2535,7 +2640,7 @@ struct Executor::Impl {
       else
         for (int i = 0; i < l.carried_size(); ++i)
           results.push_back(nextLocalRef--);
-      expand(body, actuals, results, where);
+      expand(body, actuals, results, where, stretches);
       for (int64_t r : inductions)
         forget(r);
       if (k > 0)

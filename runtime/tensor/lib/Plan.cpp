@@ -180,6 +180,9 @@ private:
     }
     case plan::Instruction::kCallRecording: {
       const auto &call = inst.call_recording();
+      if (call.stretch() != 0)
+        return fail(inst, "call_recording.stretch is internal to the "
+                          "executor; a plan never sets it");
       auto it = recordings.find(call.recording());
       if (it == recordings.end())
         return fail(inst,

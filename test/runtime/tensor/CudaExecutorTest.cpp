@@ -870,6 +870,41 @@ TEST(CudaGraphs, AHostSyncSplitsTheBodyIntoTwoGraphs) {
   EXPECT_EQ(s.replays, 6); // calls 2-4, two graphs each
 }
 
+TEST(CudaGraphs, StretchesAroundWhatABodyCannotCompileAreEachAGraph) {
+  REQUIRE_GPU();
+  // Recording 1(x) -> r: a = x * x; c = a + x; (a rank tensor: not a
+  // compiled body's); d = -c; r = d * 2 (OutlineStretches.h). Each run of
+  // ATen calls is outlined and replayed as its own graph.
+  PlanBuilder b({{"x", 1}});
+  GraphBody g = defineRecording(b, 1, {1000}, {1005});
+  g.op("aten::mul", "Tensor", {val::ref(1000), val::ref(1000)}, {1001});
+  g.op("aten::add", "Tensor", {val::ref(1001), val::ref(1000)}, {1002});
+  g.del({1001});
+  plan::Instruction *rank = g.rec->add_body();
+  rank->set_id(g.nextId++);
+  rank->mutable_rank_tensor()->set_result(1003);
+  g.op("aten::neg", "", {val::ref(1002)}, {1004});
+  g.op("aten::mul", "Scalar", {val::ref(1004), val::scalar(2)}, {1005});
+  std::vector<int64_t> fetches;
+  for (int k = 0; k < 5; ++k)
+    fetches.push_back(
+        b.fetch(0, callRecording(b, 1, {cudaFull(b, 32, k + 0.5)})));
+  CudaHarness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  for (int k = 0; k < 5; ++k) {
+    at::Tensor X = at::full({32}, float(k + 0.5));
+    EXPECT_TRUE(at::equal(h.value(fetches[k]), -(X * X + X) * 2))
+        << "call " << k;
+  }
+  EXPECT_EQ(h.debugCount("a graph candidate"), 2u);
+  CudaGraphStats s = h.executor->cudaGraphStats();
+  EXPECT_EQ(s.refused, 0);
+  EXPECT_EQ(s.graphs, 2);
+  EXPECT_EQ(s.captures, 2); // one per stretch, at the second call
+  EXPECT_EQ(s.replays, 8);  // calls 2-5, two graphs each
+}
+
 /// An induction tensor of a loop: lower + k * step on trip k.
 struct Induction {
   int64_t lower, step;

@@ -14,6 +14,7 @@
 #include "monarch/tensor/Executor.h"
 #include "monarch/tensor/Plan.h"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -48,6 +49,10 @@ public:
       std::lock_guard<std::mutex> lock(mutex);
       statuses.push_back(id);
       fetchOrderAtStatus = fetches.size();
+    };
+    cb.onDebug = [this](const std::string &line) {
+      std::lock_guard<std::mutex> lock(mutex);
+      debugLines.push_back(line);
     };
     if (trace)
       cb.onTrace = [this](const plan::TraceEvent &e) {
@@ -134,6 +139,15 @@ public:
   std::vector<int64_t> statuses;
   size_t fetchOrderAtStatus = 0;
   std::vector<plan::TraceEvent> traces;
+  std::vector<std::string> debugLines; ///< ExecutorCallbacks::onDebug's
+  /// The debug lines that contain `text`.
+  size_t debugCount(const std::string &text) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return std::count_if(debugLines.begin(), debugLines.end(),
+                         [&](const std::string &l) {
+                           return l.find(text) != std::string::npos;
+                         });
+  }
   std::atomic<int> inTrace{0};
   std::atomic<bool> concurrentTraces{false};
   std::chrono::milliseconds timeoutValue;

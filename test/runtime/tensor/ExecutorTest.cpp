@@ -905,3 +905,151 @@ TEST(Trace, CompiledRecordingErrorsMatchExpansion) {
   // Only x and the two (errored) results remain: locals were freed.
   EXPECT_EQ(h.executor->liveRefs(), 3u);
 }
+
+// --- outlined stretches (runtime/tensor/lib/OutlineStretches.h) -------------
+
+/// Recording `id`(x) -> r: r = -(x * x + x) * 2 with a rank tensor between
+/// the two runs of ATen calls (which keeps the body from compiling as one
+/// task), its locals deleted as the frontend does; outlined when a
+/// CUDA-graph candidate.
+void defineSplitBody(PlanBuilder &b, int64_t id, bool candidate) {
+  auto *rec = b.add(0).mutable_define_recording()->mutable_recording();
+  rec->set_id(id);
+  rec->set_cuda_graph(candidate);
+  rec->add_formals(1000);
+  rec->add_results(1006);
+  int64_t n = id * 100;
+  addBodyOp(*rec, n, 0, "aten::mul", "Tensor", {val::ref(1000), val::ref(1000)},
+            {1001});
+  addBodyOp(*rec, n + 1, 0, "aten::add", "Tensor",
+            {val::ref(1001), val::ref(1000)}, {1002});
+  auto *del = rec->add_body();
+  del->set_id(n + 2);
+  del->mutable_delete_refs()->add_refs(1001);
+  auto *rank = rec->add_body();
+  rank->set_id(n + 3);
+  rank->mutable_rank_tensor()->set_result(1003);
+  addBodyOp(*rec, n + 4, 0, "aten::neg", "", {val::ref(1002)}, {1004});
+  addBodyOp(*rec, n + 5, 0, "aten::mul", "Scalar",
+            {val::ref(1004), val::scalar(2)}, {1006});
+}
+
+TEST(OutlinedStretches, ValuesAndFreedRefsMatchTheExpansion) {
+  PlanBuilder b({{"x", 1}});
+  defineSplitBody(b, 1, /*candidate=*/true);
+  defineSplitBody(b, 2, /*candidate=*/false);
+  at::Tensor X = at::arange(6, at::kFloat);
+  int64_t x = b.op(0, "aten::clone", "", {constant(X)});
+  std::vector<int64_t> fetches;
+  for (int64_t id : {1, 2, 1, 2})
+    fetches.push_back(b.fetch(0, callRecording(b, id, {x})));
+  Harness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  for (int64_t f : fetches)
+    EXPECT_TRUE(at::equal(h.value(f), -(X * X + X) * 2));
+  // Recording 1's two runs were outlined, recording 2 (not a candidate) not.
+  EXPECT_EQ(h.debugCount("recording 1: instructions 100..102 outlined"), 1u);
+  EXPECT_EQ(h.debugCount("recording 1: instructions 104..105 outlined"), 1u);
+  EXPECT_EQ(h.debugCount("recording 2"), 0u);
+  // x and the four results: every stretch's and body's local was freed.
+  EXPECT_EQ(h.executor->liveRefs(), 5u);
+}
+
+TEST(OutlinedStretches, ALoopOverAnOutlinedBodyCarriesItsValues) {
+  PlanBuilder b({{"x", 1}});
+  defineSplitBody(b, 1, /*candidate=*/true);
+  at::Tensor X = at::full({3}, 0.5f);
+  int64_t x = b.op(0, "aten::clone", "", {constant(X)});
+  auto &inst = b.add(0);
+  plan::Loop *loop = inst.mutable_loop();
+  loop->set_recording(1);
+  loop->set_trips(3);
+  loop->add_carried(x);
+  int64_t r = b.ref();
+  loop->add_results(r);
+  int64_t f = b.fetch(0, r);
+  Harness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  at::Tensor want = X;
+  for (int k = 0; k < 3; ++k)
+    want = -(want * want + want) * 2;
+  EXPECT_TRUE(at::allclose(h.value(f), want));
+}
+
+TEST(OutlinedStretches, ErrorsAndUsesOfDeletedRefsMatchTheExpansion) {
+  // mm of 1-d tensors fails in the first stretch, its dependents in both
+  // fail as dependents; a body reading a ref it deleted fails that use.
+  PlanBuilder b({{"x", 1}});
+  for (int64_t id : {1, 2}) {
+    auto *rec = b.add(0).mutable_define_recording()->mutable_recording();
+    rec->set_id(id);
+    rec->set_cuda_graph(id == 1);
+    rec->add_formals(1000);
+    rec->add_results(1005);
+    int64_t n = id * 100;
+    addBodyOp(*rec, n, 0, "aten::mm", "", {val::ref(1000), val::ref(1000)},
+              {1001});
+    addBodyOp(*rec, n + 1, 0, "aten::neg", "", {val::ref(1001)}, {1002});
+    auto *rank = rec->add_body();
+    rank->set_id(n + 2);
+    rank->mutable_rank_tensor()->set_result(1003);
+    addBodyOp(*rec, n + 3, 0, "aten::abs", "", {val::ref(1002)}, {1004});
+    addBodyOp(*rec, n + 4, 0, "aten::exp", "", {val::ref(1004)}, {1006});
+    auto *del = rec->add_body();
+    del->set_id(n + 5);
+    del->mutable_delete_refs()->add_refs(1004);
+    addBodyOp(*rec, n + 6, 0, "aten::neg", "", {val::ref(1004)}, {1005});
+  }
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({3})});
+  int64_t f1 = b.fetch(0, callRecording(b, 1, {x}));
+  int64_t f2 = b.fetch(0, callRecording(b, 2, {x}));
+  Harness h;
+  h.run(b, /*validate=*/false); // validation refuses the use of 1004
+  EXPECT_EQ(h.debugCount("recording 1: instructions 100..101 outlined"), 1u);
+  for (int64_t id : {1, 2}) {
+    auto mm = h.failuresFor(id * 100);
+    ASSERT_EQ(mm.size(), 1u) << h.allFailures();
+    EXPECT_NE(mm[0].location().find("(recording " + std::to_string(id) +
+                                    ", called by instruction"),
+              std::string::npos)
+        << mm[0].location();
+    EXPECT_TRUE(h.failuresFor(id * 100 + 1).empty()); // a dependent
+    EXPECT_EQ(h.failuresFor(id * 100 + 6).size(), 1u) << h.allFailures();
+  }
+  EXPECT_EQ(h.debugCount("recording 1: instructions 103..105 outlined"), 1u);
+  // The same words (the refs' local numbers differ between the calls).
+  auto words = [](std::string m) {
+    m.erase(std::remove_if(m.begin(), m.end(),
+                           [](char c) { return std::isdigit(c) || c == '-'; }),
+            m.end());
+    return m;
+  };
+  EXPECT_EQ(words(h.failuresFor(106)[0].message()),
+            words(h.failuresFor(206)[0].message()));
+  EXPECT_EQ(h.failures.size(), 4u) << h.allFailures();
+  EXPECT_EQ(h.error(f1).instruction(), 106);
+  EXPECT_EQ(h.error(f2).instruction(), 206);
+}
+
+TEST(OutlinedStretches, AStretchCallIsTheExecutorsOwnNeverAPlans) {
+  PlanBuilder b({{"x", 1}});
+  defineSplitBody(b, 1, /*candidate=*/true);
+  int64_t x = b.op(0, "aten::ones", "", {val::ints({3})});
+  auto *call = b.add(0).mutable_call_recording();
+  call->set_recording(1);
+  call->set_stretch(1);
+  call->add_actuals(x);
+  call->add_results(b.ref());
+  int64_t bad = Harness::last(b);
+  Status s = validatePlan(b.program());
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("internal to the executor"), std::string::npos)
+      << s.message();
+  Harness h;
+  h.run(b, /*validate=*/false);
+  auto f = h.failuresFor(bad);
+  ASSERT_EQ(f.size(), 1u) << h.allFailures();
+  EXPECT_NE(f[0].message().find("internal to the executor"), std::string::npos);
+}
