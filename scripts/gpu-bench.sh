@@ -61,9 +61,9 @@ run compiled-step env PYTHONPATH=build-gpu/python python3 bench/frontend/compile
   --device cuda --ops 1500 --calls 2000 --reps 5 --json "$out/compiled-step.json"
 run pipeline-compiled env PYTHONPATH=build-gpu/python python3 examples/pipeline/run.py \
   --compiled-step --device cuda --pp 2 --dp 1 --hidden 512 --microbatches 8 --batch 64 \
-  --steps ${PIPELINE_COMPILED_STEPS:-200} --reference
+  --steps ${PIPELINE_COMPILED_STEPS:-200} --lr 0.01 --reference
 run pipeline-single python3 bench/pipeline/single_process.py --device cuda --pp 2 --dp 1 \
-  --hidden 512 --microbatches 8 --batch 64 --steps 20
+  --hidden 512 --microbatches 8 --batch 64 --steps 20 --lr 0.01
 run pipeline-job env PYTHONPATH=build-gpu/python python3 examples/pipeline/run.py --device cuda \
   --pp 2 --dp 1 --hidden 512 --microbatches 8 --batch 64 --steps 20 --out "$(mktemp -d)"
 # Most wanted first: a device call has a hard time limit.

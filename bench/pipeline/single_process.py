@@ -63,12 +63,13 @@ def main() -> int:
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--model", default="mlp")
+    p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--json", default="")
     a = p.parse_args()
     cfg = model.Config(pp=a.pp, dp=a.dp, microbatches=a.microbatches, batch=a.batch,
                        hidden=a.hidden, layers_per_stage=a.layers, model=a.model,
                        steps=a.steps, device=a.device)
-    cfg = dataclasses.replace(cfg, lr=0.05)
+    cfg = dataclasses.replace(cfg, lr=a.lr)
     times, losses = step_times(cfg)
     ms = statistics.median(times[2:]) * 1e3
     print(f"single-process torch on {a.device}: {ms:.3f} ms/step (median of steps 2..{a.steps - 1}); "

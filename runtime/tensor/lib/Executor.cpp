@@ -331,6 +331,7 @@ struct OpInfo {
     int64_t fixedSize = 0;
     bool isTensor = false; ///< a plain `Tensor` argument
     bool mutated = false;  ///< `Tensor(a!)`
+    bool aliased = false;  ///< `Tensor(a)` or `Tensor(a!)`: a result may alias it
   };
   c10::OperatorHandle op;
   std::string name; ///< "aten::add.Tensor"
@@ -434,6 +435,25 @@ struct GraphCounters {
 /// graphs"): its body split by segmentBody() once, at DefineRecording, and
 /// per captured segment the state of its graph. Used only by the thread of
 /// the recording's stream (one recording, one stream).
+/// How a graph replay binds one of its segment's outputs to its cell.
+struct GraphOutput {
+  enum Kind : uint8_t {
+    Own,       ///< the graph's buffer (a local) or a clone of it (a result)
+    Input,     ///< the caller's tensor: an in-place op's returned self
+    InputView, ///< a view of the caller's tensor (`w.t()`, `x.detach()`)
+    Shared,    ///< a view of a clone of RecordingGraphs::Segment::shared
+  };
+  Kind kind = Own;
+  size_t source = 0; ///< Input, InputView: the input; Shared: the base
+  /// InputView, Shared: the view, its offset relative to the source's.
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+
+  at::Tensor viewOf(const at::Tensor &base) const {
+    return base.as_strided(sizes, strides, base.storage_offset() + offset);
+  }
+};
+
 struct RecordingGraphs {
   struct Segment {
     GraphSegment plan;
@@ -444,13 +464,27 @@ struct RecordingGraphs {
     enum class State { Warming, Captured, Off } state = State::Warming;
     int warmCalls = 0, captures = 0;
     std::vector<int64_t> signature; ///< of the inputs (inputSignature)
+    /// Where each input's data was at the last warm call (null: a CPU
+    /// scalar): an input found at the same place when captured is pinned.
+    std::vector<const void *> warmPointers;
+    /// Inputs a replay found moved (the allocator put the warm call's and
+    /// the capture's at one place by chance): copied in from then on.
+    std::vector<bool> moves;
     std::unique_ptr<DeviceGraph> graph;
-    /// The graph's fixed buffers: plan.inputs' and plan.outputs' order.
+    /// The graph's fixed buffers: plan.inputs' and plan.outputs' order. A
+    /// pinned input has none: the graph reads the caller's tensor where it
+    /// was at the capture (pinnedAt), and a replay needs it there; the
+    /// others are copied in.
     std::vector<at::Tensor> inputs, outputs;
+    std::vector<bool> pinned;
+    std::vector<const void *> pinnedAt;
     std::vector<bool> outputIsResult; ///< copied out: it outlives the call
-    /// Per output: the input it is (an in-place op's returned self), bound
-    /// to the caller's tensor after a replay; -1 for the graph's own.
-    std::vector<int64_t> outputIsInput;
+    /// How a replay binds each output (plan.outputs' order).
+    std::vector<GraphOutput> bindings;
+    /// Flat tensors over the pool storages that several outputs view where
+    /// one of them is a result (GraphOutput::Shared): cloned once per
+    /// replay, so the outputs share the copy as they shared the buffer.
+    std::vector<at::Tensor> shared;
     /// The inputs (indexes into `inputs`) copied back after a replay: the
     /// plan's writtenInputs, and those the capture saw written through a
     /// view (`x[0].add_(1)`).
@@ -465,7 +499,10 @@ struct RecordingGraphs {
       graph.reset();
       inputs.clear();
       outputs.clear();
-      outputIsInput.clear();
+      pinned.clear();
+      pinnedAt.clear();
+      bindings.clear();
+      shared.clear();
     }
     ~Segment() { drop(); }
     Segment() = default;
@@ -512,8 +549,8 @@ int64_t mixedRank(const mesh::MeshView &view,
   return value;
 }
 
-/// True when `v` holds a constant tensor: a compiled recording would share
-/// it between calls, where expansion converts it anew for each.
+/// True when `v` holds a constant tensor (as the frontend records a wrapped
+/// scalar: `x * 0.5` is `mul.Tensor` by a 0-d tensor).
 bool hasTensorConstant(const plan::Value &v) {
   switch (v.kind_case()) {
   case plan::Value::kTensor:
@@ -528,6 +565,24 @@ bool hasTensorConstant(const plan::Value &v) {
   default:
     return false;
   }
+}
+
+/// True when `call` passes a tensor constant where its schema lets the op
+/// write the argument or return an alias of it. A compiled recording converts
+/// each constant once and shares it between calls (a CUDA graph bakes it in),
+/// where expansion converts it anew for each call: the same as long as no op
+/// can change it or hand it on as a result.
+bool aliasesTensorConstant(const plan::CallOp &call, const OpInfo &info) {
+  const c10::FunctionSchema &schema = info.op.schema();
+  for (int i = 0; i < call.args_size(); ++i)
+    if (info.args[i].aliased && hasTensorConstant(call.args(i)))
+      return true;
+  for (const auto &kw : call.kwargs()) {
+    auto idx = schema.argumentIndexWithName(kw.name());
+    if (idx && info.args[*idx].aliased && hasTensorConstant(kw.value()))
+      return true;
+  }
+  return false;
 }
 
 /// Binds an ATen call's returned values (tensors, tensor lists, scalars as
@@ -1182,6 +1237,7 @@ struct Executor::Impl {
       a.fixedSize = arg.N() ? *arg.N() : 0;
       a.isTensor = a.type->kind() == c10::TypeKind::TensorType;
       a.mutated = arg.alias_info() && arg.alias_info()->isWrite();
+      a.aliased = arg.alias_info() != nullptr;
       op->args.push_back(std::move(a));
     }
     return ops.emplace(opKey, std::move(op)).first->second.get();
@@ -1898,16 +1954,13 @@ struct Executor::Impl {
         touches.frees.assign(step.frees.begin(), step.frees.end());
       } else if (body.has_call_op()) {
         const auto &call = body.call_op();
-        for (const auto &a : call.args())
-          if (hasTensorConstant(a))
-            return refuse("a tensor constant");
-        for (const auto &kw : call.kwargs())
-          if (hasTensorConstant(kw.value()))
-            return refuse("a tensor constant");
         Operands operands;
         std::string error;
         if (!compileOp(call, step.op, operands, error))
           return refuse(error); // expansion reports it at each call
+        if (aliasesTensorConstant(call, *step.op.op))
+          return refuse(step.op.op->name +
+                        " may write or return a tensor constant");
         for (const Slot &slot : step.op.slots)
           if (slot.kind == Slot::Complex)
             return refuse(call.name() + " takes an argument a compiled body cannot hold");
@@ -2045,27 +2098,29 @@ struct Executor::Impl {
     for (RecordingGraphs::Segment &seg : rec.graphs->segments) {
       const GraphSegment &plan = seg.plan;
       std::vector<int64_t> signature;
+      std::vector<const void *> pointers;
       bool eligible = plan.captured && seg.state != State::Off &&
-                      inputSignature(ctx, seg, cells, signature);
+                      inputSignature(ctx, seg, cells, signature, pointers);
       if (eligible && seg.state == State::Captured) {
-        if (signature == seg.signature) {
+        if (signature == seg.signature && pinnedInputsStayed(seg, pointers)) {
           replay(ctx, rec, seg, cells, where);
           continue;
         }
-        seg.drop(); // other shapes: warm up on them, then capture again
+        seg.drop(); // other shapes or places: warm up, capture again
         seg.state = State::Warming;
         seg.warmCalls = 0;
       }
       if (eligible && seg.warmCalls >= kGraphWarmCalls &&
           signature == seg.signature) {
-        if (capture(ctx, rec, seg, cells, n)) {
+        if (capture(ctx, rec, seg, cells, n, pointers)) {
           replay(ctx, rec, seg, cells, where);
           continue;
         }
       }
       runSteps(ctx, rec, cells, plan.begin, plan.end, where);
       if (eligible && seg.state == State::Warming)
-        warmed(ctx, rec, seg, cells, std::move(signature));
+        warmed(ctx, rec, seg, cells, std::move(signature),
+               std::move(pointers));
     }
   }
 
@@ -2095,9 +2150,11 @@ struct Executor::Impl {
   /// buffer each would break the aliasing).
   bool inputSignature(const StreamContext &ctx,
                       const RecordingGraphs::Segment &seg, Cell *const *cells,
-                      std::vector<int64_t> &out) const {
+                      std::vector<int64_t> &out,
+                      std::vector<const void *> &pointers) const {
     const std::vector<uint32_t> &inputs = seg.plan.inputs;
     out.clear();
+    pointers.clear();
     c10::SmallVector<const void *, 16> storages;
     for (uint32_t i : inputs) {
       const Cell &c = *cells[i];
@@ -2111,6 +2168,7 @@ struct Executor::Impl {
           return false;
         out.push_back(-1); // a CPU scalar: no storage of the GPU to share
         out.push_back(static_cast<int64_t>(t.scalar_type()));
+        pointers.push_back(nullptr);
         continue;
       }
       if (!t.is_cuda() || t.layout() != at::kStrided ||
@@ -2118,6 +2176,7 @@ struct Executor::Impl {
           !t.is_non_overlapping_and_dense())
         return false;
       storages.push_back(t.storage().unsafeGetStorageImpl());
+      pointers.push_back(t.data_ptr());
       out.push_back(static_cast<int64_t>(t.scalar_type()));
       out.push_back(t.dim());
       out.insert(out.end(), t.sizes().begin(), t.sizes().end());
@@ -2133,7 +2192,8 @@ struct Executor::Impl {
   /// outputs are); a CPU tensor among them rules the graph out for good.
   void warmed(const StreamContext &ctx, const CompiledRecording &rec,
               RecordingGraphs::Segment &seg, Cell *const *cells,
-              std::vector<int64_t> signature) {
+              std::vector<int64_t> signature,
+              std::vector<const void *> pointers) {
     for (uint32_t o : seg.plan.outputs) {
       const Cell &c = *cells[o];
       if (!c.bound || c.value.error || !c.value.tensor.defined()) {
@@ -2146,6 +2206,22 @@ struct Executor::Impl {
     }
     seg.warmCalls = signature == seg.signature ? seg.warmCalls + 1 : 1;
     seg.signature = std::move(signature);
+    seg.warmPointers = std::move(pointers);
+  }
+
+  /// This call finds each pinned input of `seg`'s graph where the graph
+  /// reads it (`pointers`: inputSignature's); those it does not are marked
+  /// as moving.
+  static bool pinnedInputsStayed(RecordingGraphs::Segment &seg,
+                                 const std::vector<const void *> &pointers) {
+    bool stayed = true;
+    for (size_t j = 0; j < seg.pinned.size(); ++j)
+      if (seg.pinned[j] && pointers[j] != seg.pinnedAt[j]) {
+        seg.moves.resize(seg.pinned.size(), false);
+        seg.moves[j] = true;
+        stayed = false;
+      }
+    return stayed;
   }
 
   /// A line for the debug log (ExecutorCallbacks::onDebug), any thread.
@@ -2168,7 +2244,8 @@ struct Executor::Impl {
   /// first, outside the capture); false, and the segment refused, when the
   /// capture fails or what it made cannot be replayed faithfully.
   bool capture(StreamContext &ctx, const CompiledRecording &rec,
-               RecordingGraphs::Segment &seg, Cell *const *cells, size_t n) {
+               RecordingGraphs::Segment &seg, Cell *const *cells, size_t n,
+               const std::vector<const void *> &pointers) {
     const GraphSegment &plan = seg.plan;
     if (seg.captures >= kGraphMaxCaptures) {
       refuse(rec, seg,
@@ -2189,10 +2266,24 @@ struct Executor::Impl {
                  " graphs (the bound)");
       return false;
     }
+    // An input where it was at the warm call too (a parameter, a buffer
+    // the caller keeps) is read and written in place: no copy in or back
+    // at a replay. The others, made anew for each call (activations),
+    // are copied into the graph's buffers.
     std::vector<at::Tensor> inputs;
+    std::vector<bool> pinned(plan.inputs.size(), false);
+    std::vector<const void *> pinnedAt(plan.inputs.size(), nullptr);
     inputs.reserve(plan.inputs.size());
-    for (uint32_t i : plan.inputs) {
-      const at::Tensor &t = cells[i]->value.tensor;
+    for (size_t j = 0; j < plan.inputs.size(); ++j) {
+      const at::Tensor &t = cells[plan.inputs[j]]->value.tensor;
+      if (pointers[j] && j < seg.warmPointers.size() &&
+          pointers[j] == seg.warmPointers[j] &&
+          !(j < seg.moves.size() && seg.moves[j])) {
+        pinned[j] = true;
+        pinnedAt[j] = pointers[j];
+        inputs.push_back(t);
+        continue;
+      }
       if (cpuScalarInput(t)) { // read from the GPU (cpuScalarInput)
         at::Tensor buffer = at::empty(
             {}, t.options().device(c10::Device(
@@ -2271,8 +2362,12 @@ struct Executor::Impl {
       return false;
     }
     std::vector<at::Tensor> outputs;
-    std::vector<int64_t> outputIsInput;
-    c10::SmallVector<std::pair<const void *, bool>, 16> outputStorages;
+    std::vector<GraphOutput> bindings(plan.outputs.size());
+    std::vector<at::Tensor> shared;
+    // Outputs by the pool storage they are in: several in one where one is
+    // a result are bound to views of one copy of that storage, since a copy
+    // of each would lose their sharing.
+    std::unordered_map<const void *, std::vector<size_t>> byStorage;
     for (size_t j = 0; j < plan.outputs.size(); ++j) {
       const Cell &c = *frame[plan.outputs[j]];
       const at::Tensor &t = c.value.tensor;
@@ -2280,38 +2375,74 @@ struct Executor::Impl {
         refuse(rec, seg, "its capture made no CUDA tensor for a result");
         return false;
       }
+      outputs.push_back(t);
       const void *storage = t.storage().unsafeGetStorageImpl();
       auto in = std::find(inputStorages.begin(), inputStorages.end(), storage);
-      if (in != inputStorages.end()) {
-        // An input itself (what an in-place op returns) stands for the
-        // caller's tensor; a view of one would see the fixed buffer.
-        size_t k = in - inputStorages.begin();
-        if (t.unsafeGetTensorImpl() != inputs[k].unsafeGetTensorImpl()) {
-          refuse(rec, seg, "a result is a view of an input");
-          return false;
-        }
-        outputIsInput.push_back(static_cast<int64_t>(k));
-        outputs.push_back(at::Tensor());
+      if (in == inputStorages.end()) {
+        byStorage[storage].push_back(j);
         continue;
       }
-      // A result sharing storage with another output would lose that
-      // sharing when copied out.
-      for (const auto &[other, result] : outputStorages)
-        if (other == storage && (result || seg.outputIsResult[j])) {
-          refuse(rec, seg, "two results share storage");
+      // An input (what an in-place op returns) or a view of one stands for
+      // the caller's tensor; the buffer is the graph's.
+      size_t k = in - inputStorages.begin();
+      GraphOutput &b = bindings[j];
+      b.source = k;
+      outputs[j] = at::Tensor();
+      if (t.unsafeGetTensorImpl() == inputs[k].unsafeGetTensorImpl()) {
+        b.kind = GraphOutput::Input;
+        continue;
+      }
+      if (cells[plan.inputs[k]]->value.tensor.is_cpu() ||
+          t.scalar_type() != inputs[k].scalar_type()) {
+        refuse(rec, seg,
+               "a result views an input as another dtype or device");
+        return false;
+      }
+      b.kind = GraphOutput::InputView;
+      b.sizes = t.sizes().vec();
+      b.strides = t.strides().vec();
+      b.offset = t.storage_offset() - inputs[k].storage_offset();
+    }
+    for (const auto &[storage, members] : byStorage) {
+      if (members.size() < 2 ||
+          std::none_of(members.begin(), members.end(),
+                       [&](size_t j) { return seg.outputIsResult[j]; }))
+        continue; // copied out alone, or all locals bound to the buffers
+      const at::Tensor &first = outputs[members[0]];
+      size_t item = first.element_size();
+      size_t bytes = first.storage().nbytes();
+      for (size_t j : members)
+        if (outputs[j].scalar_type() != first.scalar_type() ||
+            bytes % item) {
+          refuse(rec, seg, "results of several dtypes share storage");
           return false;
         }
-      outputStorages.emplace_back(storage, seg.outputIsResult[j]);
-      outputs.push_back(t);
-      outputIsInput.push_back(-1);
+      at::Tensor base = at::empty({0}, first.options());
+      base.set_(first.storage(), 0, {static_cast<int64_t>(bytes / item)}, {1});
+      for (size_t j : members) {
+        GraphOutput &b = bindings[j];
+        b.kind = GraphOutput::Shared;
+        b.source = shared.size();
+        b.sizes = outputs[j].sizes().vec();
+        b.strides = outputs[j].strides().vec();
+        b.offset = outputs[j].storage_offset();
+        outputs[j] = at::Tensor();
+      }
+      shared.push_back(std::move(base));
     }
     seg.graph = std::move(graph);
     seg.inputs = std::move(inputs);
     seg.outputs = std::move(outputs);
-    seg.outputIsInput = std::move(outputIsInput);
+    seg.bindings = std::move(bindings);
+    seg.shared = std::move(shared);
+    seg.pinned = std::move(pinned);
+    seg.pinnedAt = std::move(pinnedAt);
+    for (size_t j = 0; j < seg.inputs.size(); ++j)
+      if (seg.pinned[j])
+        seg.inputs[j] = at::Tensor(); // the caller's: not the graph's to hold
     seg.copyBack.clear();
     for (size_t k = 0; k < back.size(); ++k)
-      if (back[k])
+      if (back[k] && !seg.pinned[k]) // a pinned input is written in place
         seg.copyBack.push_back(k);
     seg.state = RecordingGraphs::Segment::State::Captured;
     seg.captures += 1;
@@ -2320,7 +2451,10 @@ struct Executor::Impl {
     graphCounters->poolBytes += seg.graph->poolBytes();
     debug("cuda graphs: recording " + std::to_string(rec.id) + " " +
           seg.traceName + ": " + std::to_string(plan.end - plan.begin) +
-          " steps captured (pool " + std::to_string(seg.graph->poolBytes()) +
+          " steps captured, " +
+          std::to_string(std::count(seg.pinned.begin(), seg.pinned.end(), true)) +
+          " of " + std::to_string(seg.pinned.size()) +
+          " inputs in place (pool " + std::to_string(seg.graph->poolBytes()) +
           " bytes); this worker holds " +
           std::to_string(graphCounters->graphs.load()) + " graphs, " +
           std::to_string(graphCounters->poolBytes.load()) + " bytes");
@@ -2341,6 +2475,8 @@ struct Executor::Impl {
     int64_t start = ctx.trace ? traceStart(ctx) : 0;
     try {
       for (size_t j = 0; j < plan.inputs.size(); ++j) {
+        if (seg.pinned[j])
+          continue;
         const at::Tensor &t = cells[plan.inputs[j]]->value.tensor;
         if (t.is_cpu()) // a CPU scalar (cpuScalarInput): its value
           seg.inputs[j].fill_(t.item());
@@ -2350,17 +2486,34 @@ struct Executor::Impl {
       seg.graph->replay();
       for (size_t k : seg.copyBack)
         cells[plan.inputs[k]]->value.tensor.copy_(seg.inputs[k]);
-      c10::SmallVector<at::Tensor, 4> callers; // outputs that are inputs
-      for (int64_t k : seg.outputIsInput)
-        if (k >= 0)
-          callers.push_back(cells[plan.inputs[k]]->value.tensor);
+      // Outputs first, then the frees: an output may be an input the
+      // segment frees (`y = x.add_(1); del x`).
+      c10::SmallVector<at::Tensor, 8> bound;
+      c10::SmallVector<at::Tensor, 2> copies; // of seg.shared, this call's
+      for (const at::Tensor &base : seg.shared)
+        copies.push_back(base.clone());
+      for (size_t j = 0; j < plan.outputs.size(); ++j) {
+        const GraphOutput &b = seg.bindings[j];
+        switch (b.kind) {
+        case GraphOutput::Own:
+          bound.push_back(seg.outputIsResult[j] ? seg.outputs[j].clone()
+                                                : seg.outputs[j]);
+          break;
+        case GraphOutput::Input:
+          bound.push_back(cells[plan.inputs[b.source]]->value.tensor);
+          break;
+        case GraphOutput::InputView:
+          bound.push_back(b.viewOf(cells[plan.inputs[b.source]]->value.tensor));
+          break;
+        case GraphOutput::Shared:
+          bound.push_back(b.viewOf(copies[b.source]));
+          break;
+        }
+      }
       for (uint32_t f : plan.frees)
         cells[f]->clear();
-      for (size_t j = 0, c = 0; j < plan.outputs.size(); ++j)
-        cells[plan.outputs[j]]->setTensor(
-            seg.outputIsInput[j] >= 0 ? callers[c++]
-            : seg.outputIsResult[j]   ? seg.outputs[j].clone()
-                                      : seg.outputs[j]);
+      for (size_t j = 0; j < plan.outputs.size(); ++j)
+        cells[plan.outputs[j]]->setTensor(std::move(bound[j]));
       graphCounters->replays += 1;
     } catch (const std::exception &e) {
       // A replay that fails (a CUDA error) fails the segment's outputs as

@@ -1053,3 +1053,42 @@ TEST(OutlinedStretches, AStretchCallIsTheExecutorsOwnNeverAPlans) {
   ASSERT_EQ(f.size(), 1u) << h.allFailures();
   EXPECT_NE(f[0].message().find("internal to the executor"), std::string::npos);
 }
+
+TEST(OutlinedStretches, TensorConstantsCompileUnlessAnOpMayWriteOrReturnThem) {
+  // `x * 0.5 + 1` as the frontend records it (0-d tensor constants) is
+  // outlined; a stretch passing a constant as the self of an in-place op is
+  // not (a compiled body would share the constant it writes between calls).
+  // Two calls of each give the expansion's values.
+  PlanBuilder b({{"x", 1}});
+  auto *rec = b.add(0).mutable_define_recording()->mutable_recording();
+  rec->set_id(1);
+  rec->set_cuda_graph(true);
+  rec->add_formals(1000);
+  rec->add_results(1005);
+  addBodyOp(*rec, 100, 0, "aten::mul", "Tensor",
+            {val::ref(1000), constant(at::scalar_tensor(0.5, at::kDouble))},
+            {1001});
+  addBodyOp(*rec, 101, 0, "aten::add", "Tensor",
+            {val::ref(1001), constant(at::scalar_tensor(1, at::kLong))},
+            {1002});
+  auto *rank = rec->add_body();
+  rank->set_id(102);
+  rank->mutable_rank_tensor()->set_result(1003);
+  addBodyOp(*rec, 103, 0, "aten::add_", "Tensor",
+            {constant(at::zeros({3})), val::ref(1002)}, {1004});
+  addBodyOp(*rec, 104, 0, "aten::neg", "", {val::ref(1004)}, {1005});
+  at::Tensor X = at::arange(3, at::kFloat);
+  int64_t x = b.op(0, "aten::clone", "", {constant(X)});
+  int64_t f1 = b.fetch(0, callRecording(b, 1, {x}));
+  int64_t f2 = b.fetch(0, callRecording(b, 1, {x}));
+  Harness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  EXPECT_EQ(h.debugCount("recording 1: instructions 100..101 outlined"), 1u);
+  EXPECT_EQ(h.debugCount("recording 1: instructions 103..104 not outlined: "
+                         "aten::add_.Tensor may write or return a tensor "
+                         "constant"),
+            1u);
+  for (int64_t f : {f1, f2})
+    EXPECT_TRUE(at::equal(h.value(f), -(X * 0.5 + 1))) << h.value(f);
+}

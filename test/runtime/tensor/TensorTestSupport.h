@@ -27,10 +27,14 @@ inline at::Tensor toTensor(const plan::TensorData &d) {
   return t;
 }
 
-/// A constant plan argument holding `t` (float32, or int64 for long).
+/// A constant plan argument holding `t` (float32, float64 or int64).
 inline plan::Value constant(const at::Tensor &t) {
   at::Tensor c = t.contiguous();
-  plan::DType dt = c.scalar_type() == at::kLong ? plan::INT64 : plan::FLOAT32;
+  plan::DType dt = c.scalar_type() == at::kLong     ? plan::INT64
+                   : c.scalar_type() == at::kDouble ? plan::FLOAT64
+                                                    : plan::FLOAT32;
+  if (dt == plan::FLOAT32)
+    c = c.to(at::kFloat);
   return val::tensor(dt, c.sizes().vec(), c.data_ptr(),
                      c.numel() * c.element_size());
 }
