@@ -431,10 +431,6 @@ struct GraphCounters {
       poolBytes{0};
 };
 
-/// The CUDA graphs of one compiled recording (docs/plan.md, "CUDA
-/// graphs"): its body split by segmentBody() once, at DefineRecording, and
-/// per captured segment the state of its graph. Used only by the thread of
-/// the recording's stream (one recording, one stream).
 /// How a graph replay binds one of its segment's outputs to its cell.
 struct GraphOutput {
   enum Kind : uint8_t {
@@ -454,6 +450,10 @@ struct GraphOutput {
   }
 };
 
+/// The CUDA graphs of one compiled recording (docs/plan.md, "CUDA
+/// graphs"): its body split by segmentBody() once, at DefineRecording, and
+/// per captured segment the state of its graph. Used only by the thread of
+/// the recording's stream (one recording, one stream).
 struct RecordingGraphs {
   struct Segment {
     GraphSegment plan;
@@ -473,10 +473,9 @@ struct RecordingGraphs {
     std::unique_ptr<DeviceGraph> graph;
     /// The graph's fixed buffers: plan.inputs' and plan.outputs' order. A
     /// pinned input has none: the graph reads the caller's tensor where it
-    /// was at the capture (pinnedAt), and a replay needs it there; the
-    /// others are copied in.
+    /// was at the capture (pinnedAt, null for the others, which are copied
+    /// in), and a replay needs it there.
     std::vector<at::Tensor> inputs, outputs;
-    std::vector<bool> pinned;
     std::vector<const void *> pinnedAt;
     std::vector<bool> outputIsResult; ///< copied out: it outlives the call
     /// How a replay binds each output (plan.outputs' order).
@@ -499,7 +498,6 @@ struct RecordingGraphs {
       graph.reset();
       inputs.clear();
       outputs.clear();
-      pinned.clear();
       pinnedAt.clear();
       bindings.clear();
       shared.clear();
@@ -1895,9 +1893,9 @@ struct Executor::Impl {
     r.stretches = std::move(stretched);
   }
 
-  /// Compiles `rec`'s body once (see CompiledRecording), or null.
+  /// Compiles `rec`'s body once (see CompiledRecording), or null; `why`,
+  /// when given, receives the reason a body is not compiled.
   std::shared_ptr<const CompiledRecording>
-  /// `why`, when given, receives the reason a body is not compiled.
   compileRecording(const plan::Recording &rec, bool stretch = false,
                    std::string *why = nullptr) {
     auto refuse = [why](std::string reason) {
@@ -1963,7 +1961,8 @@ struct Executor::Impl {
                         " may write or return a tensor constant");
         for (const Slot &slot : step.op.slots)
           if (slot.kind == Slot::Complex)
-            return refuse(call.name() + " takes an argument a compiled body cannot hold");
+            return refuse(call.name() +
+                          " takes an argument a compiled body cannot hold");
         c10::SmallVector<uint32_t, 6> frame;
         for (const Operand &o : operands) {
           auto it = index.find(o.ref);
@@ -2215,9 +2214,9 @@ struct Executor::Impl {
   static bool pinnedInputsStayed(RecordingGraphs::Segment &seg,
                                  const std::vector<const void *> &pointers) {
     bool stayed = true;
-    for (size_t j = 0; j < seg.pinned.size(); ++j)
-      if (seg.pinned[j] && pointers[j] != seg.pinnedAt[j]) {
-        seg.moves.resize(seg.pinned.size(), false);
+    for (size_t j = 0; j < seg.pinnedAt.size(); ++j)
+      if (seg.pinnedAt[j] && pointers[j] != seg.pinnedAt[j]) {
+        seg.moves.resize(seg.pinnedAt.size(), false);
         seg.moves[j] = true;
         stayed = false;
       }
@@ -2271,7 +2270,6 @@ struct Executor::Impl {
     // at a replay. The others, made anew for each call (activations),
     // are copied into the graph's buffers.
     std::vector<at::Tensor> inputs;
-    std::vector<bool> pinned(plan.inputs.size(), false);
     std::vector<const void *> pinnedAt(plan.inputs.size(), nullptr);
     inputs.reserve(plan.inputs.size());
     for (size_t j = 0; j < plan.inputs.size(); ++j) {
@@ -2279,7 +2277,6 @@ struct Executor::Impl {
       if (pointers[j] && j < seg.warmPointers.size() &&
           pointers[j] == seg.warmPointers[j] &&
           !(j < seg.moves.size() && seg.moves[j])) {
-        pinned[j] = true;
         pinnedAt[j] = pointers[j];
         inputs.push_back(t);
         continue;
@@ -2435,14 +2432,13 @@ struct Executor::Impl {
     seg.outputs = std::move(outputs);
     seg.bindings = std::move(bindings);
     seg.shared = std::move(shared);
-    seg.pinned = std::move(pinned);
     seg.pinnedAt = std::move(pinnedAt);
     for (size_t j = 0; j < seg.inputs.size(); ++j)
-      if (seg.pinned[j])
+      if (seg.pinnedAt[j])
         seg.inputs[j] = at::Tensor(); // the caller's: not the graph's to hold
     seg.copyBack.clear();
     for (size_t k = 0; k < back.size(); ++k)
-      if (back[k] && !seg.pinned[k]) // a pinned input is written in place
+      if (back[k] && !seg.pinnedAt[k]) // a pinned input is written in place
         seg.copyBack.push_back(k);
     seg.state = RecordingGraphs::Segment::State::Captured;
     seg.captures += 1;
@@ -2452,8 +2448,10 @@ struct Executor::Impl {
     debug("cuda graphs: recording " + std::to_string(rec.id) + " " +
           seg.traceName + ": " + std::to_string(plan.end - plan.begin) +
           " steps captured, " +
-          std::to_string(std::count(seg.pinned.begin(), seg.pinned.end(), true)) +
-          " of " + std::to_string(seg.pinned.size()) +
+          std::to_string(seg.pinnedAt.size() -
+                         std::count(seg.pinnedAt.begin(), seg.pinnedAt.end(),
+                                    nullptr)) +
+          " of " + std::to_string(seg.pinnedAt.size()) +
           " inputs in place (pool " + std::to_string(seg.graph->poolBytes()) +
           " bytes); this worker holds " +
           std::to_string(graphCounters->graphs.load()) + " graphs, " +
@@ -2475,7 +2473,7 @@ struct Executor::Impl {
     int64_t start = ctx.trace ? traceStart(ctx) : 0;
     try {
       for (size_t j = 0; j < plan.inputs.size(); ++j) {
-        if (seg.pinned[j])
+        if (seg.pinnedAt[j])
           continue;
         const at::Tensor &t = cells[plan.inputs[j]]->value.tensor;
         if (t.is_cpu()) // a CPU scalar (cpuScalarInput): its value
