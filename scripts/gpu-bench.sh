@@ -64,6 +64,12 @@ run pipeline-compiled env PYTHONPATH=build-gpu/python python3 examples/pipeline/
   --steps ${PIPELINE_COMPILED_STEPS:-200} --lr 0.01 --reference
 run pipeline-single python3 bench/pipeline/single_process.py --device cuda --pp 2 --dp 1 \
   --hidden 512 --microbatches 8 --batch 64 --steps 20 --lr 0.01
+# One to_mesh between two processes sharing the GPU: CUDA IPC, its baseline
+# (host copies through Gloo), and CPU tensors through Gloo.
+for t in "cuda --ipc on" "cuda --ipc off" "cpu"; do
+  run same-gpu-transfer env PYTHONPATH=build-gpu/python python3 \
+    bench/pipeline/same_gpu_transfer.py --device $t --round-trips 200 --reps 5
+done
 run pipeline-job env PYTHONPATH=build-gpu/python python3 examples/pipeline/run.py --device cuda \
   --pp 2 --dp 1 --hidden 512 --microbatches 8 --batch 64 --steps 20 --out "$(mktemp -d)"
 # Most wanted first: a device call has a hard time limit.

@@ -477,7 +477,11 @@ struct RecordingGraphs {
     /// in), and a replay needs it there.
     std::vector<at::Tensor> inputs, outputs;
     std::vector<const void *> pinnedAt;
-    std::vector<bool> outputIsResult; ///< copied out: it outlives the call
+    /// Results (they outlive the call) are lent: bound to the graph's own
+    /// buffers, as locals are, if no one holds them by the next replay
+    /// (lentResultsReleased); one still held then is copied out from the
+    /// next capture on (keepsResult).
+    std::vector<bool> outputIsResult, keepsResult;
     /// How a replay binds each output (plan.outputs' order).
     std::vector<GraphOutput> bindings;
     /// Flat tensors over the pool storages that several outputs view where
@@ -2058,6 +2062,7 @@ struct Executor::Impl {
         for (uint32_t o : plan.outputs)
           seg.outputIsResult.push_back(o >= cr.formals &&
                                        o < cr.formals + cr.results);
+        seg.keepsResult.assign(plan.outputs.size(), false);
       }
       seg.plan = std::move(plan);
     }
@@ -2101,11 +2106,15 @@ struct Executor::Impl {
       bool eligible = plan.captured && seg.state != State::Off &&
                       inputSignature(ctx, seg, cells, signature, pointers);
       if (eligible && seg.state == State::Captured) {
-        if (signature == seg.signature && pinnedInputsStayed(seg, pointers)) {
+        if (signature == seg.signature && pinnedInputsStayed(seg, pointers) &&
+            lentResultsReleased(rec, seg)) {
           replay(ctx, rec, seg, cells, where);
           continue;
         }
-        seg.drop(); // other shapes or places: warm up, capture again
+        // Other shapes or places, or a lent result still held (the replay
+        // would overwrite it; it keeps its memory of the dropped graph's
+        // pool): warm up, capture again.
+        seg.drop();
         seg.state = State::Warming;
         seg.warmCalls = 0;
       }
@@ -2459,11 +2468,36 @@ struct Executor::Impl {
     return true;
   }
 
+  /// Whether no one holds what the last replay of `seg` lent (its results
+  /// bound to the graph's buffers): each such buffer is referenced by the
+  /// segment alone, as tensor and as storage (a view made of a result holds
+  /// the storage). A result still held is marked to be copied out from the
+  /// next capture on: the next replay would overwrite it in place.
+  bool lentResultsReleased(const CompiledRecording &rec,
+                           RecordingGraphs::Segment &seg) {
+    bool released = true;
+    for (size_t j = 0; j < seg.outputs.size(); ++j) {
+      const at::Tensor &t = seg.outputs[j];
+      if (!t.defined() || !seg.outputIsResult[j] || seg.keepsResult[j])
+        continue;
+      if (t.use_count() > 1 || t.storage().use_count() > 1) {
+        seg.keepsResult[j] = true;
+        released = false;
+        debug("cuda graphs: recording " + std::to_string(rec.id) + " " +
+              seg.traceName + ": result " + std::to_string(j) +
+              " is still held at the next call; copied out from the next "
+              "capture on");
+      }
+    }
+    return released;
+  }
+
   /// This call of `seg` as a replay of its graph: the inputs copied into
   /// its buffers, the graph launched, the inputs it wrote copied back, the
-  /// cells it frees cleared and its outputs bound (copies for the results,
-  /// which outlive the call; the buffers themselves for locals, which die
-  /// with it before the next replay). One trace slice for the replay.
+  /// cells it frees cleared and its outputs bound (the buffers themselves:
+  /// locals die with the call, and results are lent, checked released at
+  /// the next replay; copies for the results found still held once). One
+  /// trace slice for the replay.
   template <typename Where>
   void replay(StreamContext &ctx, const CompiledRecording &rec,
               RecordingGraphs::Segment &seg, Cell *const *cells,
@@ -2494,8 +2528,8 @@ struct Executor::Impl {
         const GraphOutput &b = seg.bindings[j];
         switch (b.kind) {
         case GraphOutput::Own:
-          bound.push_back(seg.outputIsResult[j] ? seg.outputs[j].clone()
-                                                : seg.outputs[j]);
+          bound.push_back(seg.keepsResult[j] ? seg.outputs[j].clone()
+                                             : seg.outputs[j]);
           break;
         case GraphOutput::Input:
           bound.push_back(cells[plan.inputs[b.source]]->value.tensor);

@@ -700,10 +700,11 @@ TEST(CudaGraphs, ReplaysGiveEachCallItsOwnValues) {
   defineChain(b);
   int64_t y = cudaArange(b, 64);
   std::vector<int64_t> fetches;
-  for (int k = 0; k < 5; ++k) // each result kept until the end
-    fetches.push_back(callRecording(b, 1, {cudaFull(b, 64, k + 1), y}));
-  for (int64_t &r : fetches)
-    r = b.fetch(0, r);
+  for (int k = 0; k < 5; ++k) { // each result fetched, then deleted
+    int64_t r = callRecording(b, 1, {cudaFull(b, 64, k + 1), y});
+    fetches.push_back(b.fetch(0, r));
+    b.deleteRefs(0, {r});
+  }
   CudaHarness h;
   h.run(b);
   ASSERT_TRUE(h.failures.empty()) << h.allFailures();
@@ -717,6 +718,67 @@ TEST(CudaGraphs, ReplaysGiveEachCallItsOwnValues) {
   EXPECT_EQ(s.replays, 4);
   EXPECT_EQ(s.graphs, 1);
   EXPECT_EQ(s.refused, 0);
+}
+
+TEST(CudaGraphs, ResultsAreLentUntilOneIsStillHeldThenCopiedOut) {
+  REQUIRE_GPU();
+  // A replay binds its results to the graph's own buffers. Calls 1-4 delete
+  // their result before the next call: one capture, three replays, nothing
+  // copied. Call 5's result is kept to the end, as is a view of call 2's
+  // result of recording 2: the next call of each finds its buffer held, so
+  // it runs op by op and the graph is captured again, copying that result
+  // out from then on. Every kept value is its own call's.
+  PlanBuilder b({{"x", 1}});
+  defineChain(b);
+  int64_t y = cudaArange(b, 64);
+  std::vector<int64_t> fetches;
+  int64_t kept = -1;
+  for (int k = 0; k < 8; ++k) {
+    int64_t r = callRecording(b, 1, {cudaFull(b, 64, k + 1), y});
+    fetches.push_back(b.fetch(0, r));
+    if (k == 4)
+      kept = r;
+    else
+      b.deleteRefs(0, {r});
+  }
+  {
+    GraphBody g = defineRecording(b, 2, {1000, 1001}, {1004});
+    g.op("aten::mul", "Tensor", {val::ref(1000), val::ref(1001)}, {1002});
+    g.op("aten::add", "Tensor", {val::ref(1002), val::ref(1000)}, {1003});
+    g.del({1002});
+    g.op("aten::neg", "", {val::ref(1003)}, {1004});
+    g.del({1003});
+  }
+  int64_t view = -1;
+  for (int k = 0; k < 3; ++k) {
+    int64_t r = callRecording(b, 2, {cudaFull(b, 64, 10 + k), y});
+    if (k == 1)
+      view = b.op(0, "aten::view", "", {val::ref(r), val::ints({8, 8})});
+    b.deleteRefs(0, {r});
+  }
+  int64_t fkept = b.fetch(0, kept), fview = b.fetch(0, view);
+  CudaHarness h;
+  h.run(b);
+  ASSERT_TRUE(h.failures.empty()) << h.allFailures();
+  at::Tensor Y = at::arange(64, at::kFloat);
+  for (int k = 0; k < 8; ++k)
+    EXPECT_TRUE(at::equal(h.value(fetches[k]),
+                          chain(at::full({64}, float(k + 1)), Y)))
+        << "call " << k;
+  EXPECT_TRUE(at::equal(h.value(fkept), chain(at::full({64}, 5.f), Y)));
+  EXPECT_TRUE(
+      at::equal(h.value(fview), chain(at::full({64}, 11.f), Y).view({8, 8})));
+  CudaGraphStats s = h.executor->cudaGraphStats();
+  EXPECT_EQ(s.refused, 0);
+  // Recording 1: captured at calls 2 and 7, replayed at 2-5 and 7-8 (call
+  // 6 found call 5's result held). Recording 2: captured at call 2,
+  // replayed there; call 3 found the view holding call 2's result.
+  EXPECT_EQ(s.captures, 3);
+  EXPECT_EQ(s.replays, 7);
+  int held = 0;
+  for (const std::string &line : h.debugLines)
+    held += line.find("is still held at the next call") != std::string::npos;
+  EXPECT_EQ(held, 2);
 }
 
 TEST(CudaGraphs, OffOrUnmarkedRecordingsRunOpByOp) {
@@ -750,6 +812,7 @@ TEST(CudaGraphs, NewInputShapesWarmUpAndCaptureAgain) {
   for (int64_t n : {4, 4, 4, 8, 8, 8, 4}) {
     int64_t r = callRecording(b, 1, {cudaFull(b, n, 2), cudaArange(b, n)});
     fetches.emplace_back(n, b.fetch(0, r));
+    b.deleteRefs(0, {r}); // released before the next call
   }
   CudaHarness h;
   h.run(b);
@@ -772,13 +835,14 @@ TEST(CudaGraphs, AnErroredActualGivesDependentErrorsAndReplaysResume) {
   int64_t y = cudaArange(b, 8);
   int64_t r1 = callRecording(b, 1, {cudaFull(b, 8, 1), y});
   int64_t r2 = callRecording(b, 1, {cudaFull(b, 8, 2), y}); // captured
+  int64_t f2 = b.fetch(0, r2);
+  b.deleteRefs(0, {r2}); // released: call 4 may replay over its buffer
   int64_t m = b.op(0, "aten::ones", "", {val::ints({2, 3})}, 1, 0, onCuda);
   int64_t bad = b.op(0, "aten::mm", "", {val::ref(m), val::ref(m)});
   int64_t badId = Harness::last(b);
   int64_t r3 = callRecording(b, 1, {bad, y});
   int64_t r4 = callRecording(b, 1, {cudaFull(b, 8, 4), y});
-  int64_t f1 = b.fetch(0, r1), f2 = b.fetch(0, r2), f3 = b.fetch(0, r3),
-          f4 = b.fetch(0, r4);
+  int64_t f1 = b.fetch(0, r1), f3 = b.fetch(0, r3), f4 = b.fetch(0, r4);
   CudaHarness h;
   h.run(b);
   ASSERT_EQ(h.failures.size(), 1u) << h.allFailures(); // the mm, once
@@ -793,12 +857,16 @@ TEST(CudaGraphs, AnErroredActualGivesDependentErrorsAndReplaysResume) {
 }
 
 /// Calls recording 1 on (w, grad) four times -- warm-up, capture, two
-/// replays -- and fetches w and the last call's result.
+/// replays; each result but the last deleted before the next call -- and
+/// fetches w and the last call's result.
 std::pair<int64_t, int64_t> callFourTimesAndFetch(PlanBuilder &b, int64_t w,
                                                   int64_t grad) {
   int64_t last = -1;
-  for (int k = 0; k < 4; ++k)
+  for (int k = 0; k < 4; ++k) {
+    if (last >= 0)
+      b.deleteRefs(0, {last});
     last = callRecording(b, 1, {w, grad});
+  }
   return {b.fetch(0, w), b.fetch(0, last)};
 }
 
@@ -859,6 +927,7 @@ TEST(CudaGraphs, ResultsThatViewInputsOrEachOtherKeepTheirAliasing) {
   g.op("aten::relu", "", {val::ref(1003)}, {1005});
   int64_t w = b.op(0, "aten::ones", "", {val::ints({8, 16})}, 1, 0, onCuda);
   std::vector<std::array<int64_t, 4>> results;
+  std::vector<int64_t> fy;
   for (int k = 0; k < 4; ++k) {
     int64_t x = b.op(0, "aten::full", "",
                      {val::ints({4, 16}), val::scalar(k - 1.5)}, 1, 0, onCuda);
@@ -870,10 +939,12 @@ TEST(CudaGraphs, ResultsThatViewInputsOrEachOtherKeepTheirAliasing) {
     for (int64_t &ref : r)
       cr->add_results(ref = b.ref());
     results.push_back(r);
-  }
-  std::vector<int64_t> fy;
-  for (const auto &r : results)
+    // y, bound to the graph's buffer (lent), is released before the next
+    // call but the last; the others are views of w or of a copy.
     fy.push_back(b.fetch(0, r[3]));
+    if (k < 3)
+      b.deleteRefs(0, {r[3]});
+  }
   // Through the last (replayed) call's views: w += 1, h *= 0.
   auto [wt, hLast, hd, y] = results.back();
   b.op(0, "aten::add_", "Scalar", {val::ref(wt), val::scalar(1)});
@@ -953,8 +1024,11 @@ TEST(CudaGraphs, AHostSyncSplitsTheBodyIntoTwoGraphs) {
   g.op("aten::mul", "Tensor", {val::ref(1003), val::ref(1003)}, {1004});
   g.op("aten::add", "Tensor", {val::ref(1004), val::ref(1003)}, {1005});
   std::vector<int64_t> fetches;
-  for (int k = 0; k < 4; ++k)
-    fetches.push_back(b.fetch(0, callRecording(b, 1, {cudaArange(b, 6)})));
+  for (int k = 0; k < 4; ++k) { // each result released before the next call
+    int64_t r = callRecording(b, 1, {cudaArange(b, 6)});
+    fetches.push_back(b.fetch(0, r));
+    b.deleteRefs(0, {r});
+  }
   CudaHarness h;
   h.run(b);
   ASSERT_TRUE(h.failures.empty()) << h.allFailures();
@@ -984,9 +1058,11 @@ TEST(CudaGraphs, StretchesAroundWhatABodyCannotCompileAreEachAGraph) {
   g.op("aten::neg", "", {val::ref(1002)}, {1004});
   g.op("aten::mul", "Scalar", {val::ref(1004), val::scalar(2)}, {1005});
   std::vector<int64_t> fetches;
-  for (int k = 0; k < 5; ++k)
-    fetches.push_back(
-        b.fetch(0, callRecording(b, 1, {cudaFull(b, 32, k + 0.5)})));
+  for (int k = 0; k < 5; ++k) { // each result released before the next call
+    int64_t r = callRecording(b, 1, {cudaFull(b, 32, k + 0.5)});
+    fetches.push_back(b.fetch(0, r));
+    b.deleteRefs(0, {r});
+  }
   CudaHarness h;
   h.run(b);
   ASSERT_TRUE(h.failures.empty()) << h.allFailures();
@@ -1049,8 +1125,10 @@ TEST(CudaGraphs, ALoopReplaysItsBodyOnEveryTrip) {
     C = C * 0.5 + X;
   EXPECT_TRUE(at::equal(h.value(f), C));
   CudaGraphStats s = h.executor->cudaGraphStats();
-  EXPECT_EQ(s.captures, 1);
-  EXPECT_EQ(s.replays, 49);
+  // Trip 3 finds trip 2's lent result held (it is trip 3's carried c): op
+  // by op, then captured again at trip 4 with the result copied out.
+  EXPECT_EQ(s.captures, 2);
+  EXPECT_EQ(s.replays, 48);
 }
 
 TEST(CudaGraphs, ALoopReadingItsInductionTensorReplaysItsBody) {
@@ -1076,8 +1154,8 @@ TEST(CudaGraphs, ALoopReadingItsInductionTensorReplaysItsBody) {
   EXPECT_TRUE(at::equal(h.value(f), C));
   CudaGraphStats s = h.executor->cudaGraphStats();
   EXPECT_EQ(s.refused, 0);
-  EXPECT_EQ(s.captures, 1);
-  EXPECT_EQ(s.replays, 39);
+  EXPECT_EQ(s.captures, 2); // as above: trip 3 finds its c held
+  EXPECT_EQ(s.replays, 38);
 }
 
 TEST(CudaGraphs, TheTraceShowsOneSlicePerReplay) {
@@ -1086,8 +1164,11 @@ TEST(CudaGraphs, TheTraceShowsOneSlicePerReplay) {
   defineChain(b);
   int64_t y = cudaArange(b, 8);
   int64_t last = -1;
-  for (int k = 0; k < 4; ++k)
+  for (int k = 0; k < 4; ++k) {
+    if (last >= 0)
+      b.deleteRefs(0, {last}); // released: the next call replays over it
     last = callRecording(b, 1, {cudaFull(b, 8, k), y});
+  }
   b.fetch(0, last);
   CudaHarness h({}, /*trace=*/true);
   h.run(b);

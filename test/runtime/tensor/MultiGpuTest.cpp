@@ -154,9 +154,10 @@ private:
 };
 
 // Two workers on one GPU (the pipeline job on a one-GPU machine): NCCL
-// refuses such a communicator, so CUDA collectives and to_mesh go through
-// Gloo on host copies, and their results are CUDA tensors again.
-TEST(SharedGpu, ReduceAndToMeshOfCudaTensorsStagedThroughTheHost) {
+// refuses such a communicator, so CUDA collectives go through Gloo on host
+// copies and to_mesh device to device through CUDA IPC (CudaIpcTest), and
+// their results are CUDA tensors again.
+TEST(SharedGpu, ReduceThroughTheHostAndToMeshThroughCudaIpc) {
   REQUIRE_GPUS(1);
   ScopedEnv oneGpu("CUDA_VISIBLE_DEVICES", "0");
   PlanBuilder b({{"gpu", 2}});

@@ -9,6 +9,7 @@
 #include "monarch/runtime/proc/Port.h"
 #include "monarch/runtime/proc/Runtime.h"
 #include "monarch/runtime/util/Log.h"
+#include "monarch/runtime/util/OnOff.h"
 #include "monarch/tensor/Executor.h"
 #include "monarch/tensor/Functions.h"
 #include "monarch/tensor/PortStore.h"
@@ -115,7 +116,10 @@ public:
       std::string self = host::tcpHostOf(Runtime::ofProcess().addr());
       if (!self.empty())
         gloo.hostname = self;
-      options.collectives = makeGlooBackend(store, gloo);
+      // Gloo; to_mesh's small control all-gathers among workers of one
+      // host through shared memory.
+      options.collectives = makeHostLocalBackend(makeGlooBackend(store, gloo),
+                                                 store, options.timeout);
       // CUDA tensors go through NCCL when this build has it and a GPU
       // exists (through Gloo on host copies where workers share a GPU); it
       // rendezvouses through the same store under its own key prefixes.
@@ -202,14 +206,7 @@ private:
 bool cudaGraphsSetting(const plan::WorkerConfig &config) {
   if (config.has_cuda_graphs())
     return config.cuda_graphs();
-  const char *env = std::getenv("MONARCH_CUDA_GRAPHS");
-  if (!env || std::string(env) == "on")
-    return true;
-  if (std::string(env) == "off")
-    return false;
-  log::warning("MONARCH_CUDA_GRAPHS=", env,
-               " is neither on nor off; CUDA graphs stay on");
-  return true;
+  return onOffFromEnv("MONARCH_CUDA_GRAPHS", true, "CUDA graphs stay on");
 }
 
 void registerTensorWorker() {

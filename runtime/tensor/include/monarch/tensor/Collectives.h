@@ -120,6 +120,40 @@ public:
   virtual void abort() {}
 };
 
+/// A communicator that forwards every call to `inner`: a decorator derives
+/// from it and overrides only what it changes.
+class ForwardingCommunicator : public Communicator {
+public:
+  explicit ForwardingCommunicator(std::shared_ptr<Communicator> inner)
+      : inner(std::move(inner)) {}
+  int rank() const override { return inner->rank(); }
+  int size() const override { return inner->size(); }
+  Status allreduce(Buffer b, ReduceKind kind) override {
+    return inner->allreduce(b, kind);
+  }
+  Status reduceScatter(Buffer in, Buffer out, ReduceKind kind) override {
+    return inner->reduceScatter(in, out, kind);
+  }
+  Status allgather(Buffer in, Buffer out) override {
+    return inner->allgather(in, out);
+  }
+  Status alltoall(Buffer in, Buffer out) override {
+    return inner->alltoall(in, out);
+  }
+  Status broadcast(Buffer b, int root) override {
+    return inner->broadcast(b, root);
+  }
+  Status sendRecv(const std::vector<PeerBuffer> &sends,
+                  const std::vector<PeerBuffer> &recvs,
+                  uint64_t tag) override {
+    return inner->sendRecv(sends, recvs, tag);
+  }
+  void abort() override { inner->abort(); }
+
+protected:
+  std::shared_ptr<Communicator> inner;
+};
+
 /// Where a communicator's device work is enqueued: a caller's CUDA stream
 /// (a `cudaStream_t`, kept opaque so this header stays CUDA- and torch-free)
 /// on `device`, or none (the backend's own stream). Backends without device
@@ -179,6 +213,15 @@ struct GlooOptions {
 /// Gloo over TCP for CPU tensors, rendezvousing through `store`.
 std::shared_ptr<CollectiveBackend> makeGlooBackend(std::shared_ptr<Store> store,
                                                    GlooOptions options = {});
+
+/// `inner` (Gloo), with the small all-gathers (at most 64 bytes a member:
+/// to_mesh's control step) of communicators whose members all run on this
+/// host served through shared memory instead of sockets
+/// (lib/collectives/HostLocal.cpp). Rendezvous keys `monarch/host-local/...`.
+std::shared_ptr<CollectiveBackend>
+makeHostLocalBackend(std::shared_ptr<CollectiveBackend> inner,
+                     std::shared_ptr<Store> store,
+                     std::chrono::milliseconds timeout);
 
 /// NCCL for CUDA tensors; null when built without CUDA/NCCL (see
 /// ncclAvailable()). Rendezvous keys are `monarch/nccl/<key>`, so it can
