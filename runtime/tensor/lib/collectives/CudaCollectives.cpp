@@ -25,6 +25,7 @@
 #include "CudaIpcRing.h"
 #include "monarch/runtime/util/Log.h"
 #include "monarch/runtime/util/OnOff.h"
+#include "monarch/runtime/util/Polling.h"
 
 #include <cuda_runtime.h>
 
@@ -173,9 +174,9 @@ private:
 /// A communicator some of whose members share this process's GPU: transfers
 /// with those members go through a CUDA IPC ring per direction, made at the
 /// direction's first transfer; collectives, and transfers with members on
-/// other GPUs, go through the host-staged communicator it decorates. A direction whose
-/// sender cannot make its ring (IPC refused by the driver) is moved through
-/// the host instead, with one warning on each side.
+/// other GPUs, go through the host-staged communicator it decorates. A
+/// direction whose sender cannot make its ring (IPC refused by the driver)
+/// is moved through the host instead, with one warning on each side.
 class SharedGpuCommunicator : public ForwardingCommunicator {
 public:
   SharedGpuCommunicator(std::shared_ptr<Communicator> staged,
@@ -256,11 +257,7 @@ public:
                       "cuda ipc: a peer on this GPU did not take part in a "
                       "transfer of communicator " +
                           key + " within the timeout");
-      // As NCCL's wait: spin briefly, then leave the core to other streams.
-      if (now - start < std::chrono::microseconds(200))
-        std::this_thread::yield();
-      else
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      backOff(now - start, std::chrono::microseconds(20)); // as NCCL's wait
     }
     if (hostSends.empty() && hostRecvs.empty())
       return Status();
@@ -447,20 +444,8 @@ private:
     auto mine = deviceIdentity(device);
     if (!mine.ok())
       return mine.status();
-    std::string prefix = "monarch/cuda-device/" + key + "/";
-    const std::string &id = mine.value();
-    if (Status s = store->set(prefix + std::to_string(index),
-                              std::vector<char>(id.begin(), id.end()));
-        !s.isOk())
-      return s;
-    std::vector<std::string> ids;
-    for (size_t i = 0; i < members; ++i) {
-      auto v = store->get(prefix + std::to_string(i), timeout);
-      if (!v.ok())
-        return v.status();
-      ids.emplace_back(v.value().begin(), v.value().end());
-    }
-    return ids;
+    return gatherThroughStore(*store, "monarch/cuda-device/" + key + "/",
+                              index, members, mine.value(), timeout);
   }
 
   std::shared_ptr<Store> store;

@@ -15,7 +15,6 @@
 #include <cstring>
 #include <thread>
 
-
 namespace monarch::tensor::cudaipc {
 
 /// One chunk in a slot: which transfer it belongs to and where it goes.

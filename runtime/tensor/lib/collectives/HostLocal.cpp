@@ -23,7 +23,9 @@
 
 #include "SharedMemory.h"
 #include "monarch/tensor/Collectives.h"
+#include "monarch/runtime/util/Polling.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -95,10 +97,7 @@ public:
           return Status(ErrorCode::Timeout,
                         "host-local all-gather: member " + std::to_string(m) +
                             " did not arrive within the timeout");
-        if (waited < std::chrono::microseconds(200))
-          std::this_thread::yield();
-        else
-          std::this_thread::sleep_for(std::chrono::microseconds(20));
+        backOff(waited, std::chrono::microseconds(20));
       }
       std::memcpy(static_cast<char *>(out.data) + m * bytes,
                   theirs.part[parity], bytes);
@@ -190,23 +189,16 @@ public:
   }
 
 private:
-  /// Publishes `mine` under `prefix` + index and whether `ok` holds for
-  /// every member's value.
+  /// Whether `ok` holds for every member's value of `mine`
+  /// (gatherThroughStore under `prefix`).
   template <typename Ok>
   Expected<bool> everyone(const std::string &prefix, int index, size_t members,
                           const std::string &mine, Ok ok) {
-    if (Status s = store->set(prefix + std::to_string(index),
-                              std::vector<char>(mine.begin(), mine.end()));
-        !s.isOk())
-      return s;
-    bool all = true;
-    for (size_t i = 0; i < members; ++i) {
-      auto v = store->get(prefix + std::to_string(i), timeout);
-      if (!v.ok())
-        return v.status();
-      all = all && ok(std::string(v.value().begin(), v.value().end()));
-    }
-    return all;
+    auto all = gatherThroughStore(*store, prefix, index, members, mine,
+                                  timeout);
+    if (!all.ok())
+      return all.status();
+    return std::all_of(all.value().begin(), all.value().end(), ok);
   }
 
   std::shared_ptr<CollectiveBackend> inner;

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "monarch/tensor/Collectives.h"
+#include "monarch/runtime/util/Polling.h"
 
 #ifdef MONARCH_HAVE_NCCL
 #include <cuda_runtime.h>
@@ -161,12 +162,7 @@ private:
         ncclCommAbort(comm);
         return Status(ErrorCode::Internal, "nccl: collective timed out");
       }
-      // Spin briefly (small collectives), then sleep so a long wait leaves
-      // the core to the other streams' threads.
-      if (now - start < std::chrono::microseconds(200))
-        std::this_thread::yield();
-      else
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      backOff(now - start, std::chrono::microseconds(20));
     }
   }
 

@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../Internal.h"
+#include "monarch/runtime/util/Polling.h"
 
 #include <atomic>
 #include <deque>
@@ -74,16 +75,11 @@ public:
 bool waitBounded(const at::cuda::CUDAEvent &event,
                  std::chrono::milliseconds timeout) {
   auto start = std::chrono::steady_clock::now();
-  auto deadline = start + timeout;
-  auto spinUntil = start + std::chrono::microseconds(200);
   while (!event.query()) {
-    auto now = std::chrono::steady_clock::now();
-    if (now >= deadline)
+    auto waited = std::chrono::steady_clock::now() - start;
+    if (waited >= timeout)
       return false;
-    if (now < spinUntil)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    backOff(waited, std::chrono::microseconds(50));
   }
   return true;
 }

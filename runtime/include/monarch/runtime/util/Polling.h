@@ -98,6 +98,18 @@ bool pollFor(std::chrono::microseconds budget, Ready &&ready) {
   return false;
 }
 
+/// One step of a bounded wait on what a thread cannot block on (a CUDA
+/// event, a peer's counter in shared memory), `waited` into it: yields the
+/// core for the first 200 µs (most such waits are short), then sleeps `nap`
+/// so that a long wait leaves the core to the other streams' threads.
+inline void backOff(std::chrono::steady_clock::duration waited,
+                    std::chrono::microseconds nap) {
+  if (waited < std::chrono::microseconds(200))
+    std::this_thread::yield();
+  else
+    std::this_thread::sleep_for(nap);
+}
+
 /// What a waiting thread polls with. The plain one (pollFor) only checks;
 /// a runtime's io loop (proc/IoLoop.h) also runs the io context on the
 /// waiting thread meanwhile, so the message that makes `ready` true is read,

@@ -38,6 +38,27 @@ public:
   get(const std::string &key, std::chrono::milliseconds timeout) = 0;
 };
 
+/// Every member's `mine`, by member index: member `index` sets `prefix` +
+/// its index and reads every member's, waiting up to `timeout` for each.
+/// The rendezvous by which members choose alike: all read the same values.
+inline Expected<std::vector<std::string>>
+gatherThroughStore(Store &store, const std::string &prefix, int index,
+                   size_t members, const std::string &mine,
+                   std::chrono::milliseconds timeout) {
+  if (Status s = store.set(prefix + std::to_string(index),
+                           std::vector<char>(mine.begin(), mine.end()));
+      !s.isOk())
+    return s;
+  std::vector<std::string> all;
+  for (size_t i = 0; i < members; ++i) {
+    auto v = store.get(prefix + std::to_string(i), timeout);
+    if (!v.ok())
+      return v.status();
+    all.emplace_back(v.value().begin(), v.value().end());
+  }
+  return all;
+}
+
 /// A store in a directory shared by all ranks (one file per key, written
 /// atomically by rename). Good for processes of one host and for tests.
 class FileStore : public Store {
