@@ -70,8 +70,14 @@ for t in "cuda --ipc on" "cuda --ipc off" "cpu"; do
   run same-gpu-transfer env PYTHONPATH=build-gpu/python python3 \
     bench/pipeline/same_gpu_transfer.py --device $t --round-trips 200 --reps 5
 done
+# Its floor: the same chain in plain torch, two processes sharing the GPU
+# through CUDA IPC (waiting on the device, then on the host), and two streams
+# of one process.
+for m in "two-process --wait device" "two-process --wait host" "one-process"; do
+  run same-gpu-transfer python3 bench/pipeline/raw_cuda_ipc.py --mode $m --round-trips 200 --reps 5
+done
 run pipeline-job env PYTHONPATH=build-gpu/python python3 examples/pipeline/run.py --device cuda \
-  --pp 2 --dp 1 --hidden 512 --microbatches 8 --batch 64 --steps 20 --out "$(mktemp -d)"
+  --pp 2 --dp 1 --hidden 512 --microbatches 8 --batch 64 --steps 20 --out "${PIPELINE_JOB_OUT:-$(mktemp -d)}"
 # Most wanted first: a device call has a hard time limit.
 for r in 4 8; do
   plans=bench/passes/plans/ddp$r
