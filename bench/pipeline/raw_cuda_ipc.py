@@ -15,7 +15,10 @@ time (to a final synchronize) over its transfers, median of ``--reps`` chains.
 buffers and events through CUDA IPC (torch.multiprocessing) -- what any
 multi-process program on one GPU can reach without MPS. ``--mode
 one-process``: the stages are two streams of one process (one CUDA context),
-the same kernels and event waits. The chain checks its result.
+the same kernels and event waits. ``--wait host`` (two processes only): each
+side polls the other's event from its host until it completed before issuing
+its own kernel, so neither context ever holds work blocked on the other. The
+chain checks its result.
 
     python3 bench/pipeline/raw_cuda_ipc.py --mode two-process --round-trips 200 --reps 5
 """
@@ -121,6 +124,9 @@ def main(argv: List[str]) -> int:
     p.add_argument("--round-trips", type=int, default=200)
     p.add_argument("--reps", type=int, default=5)
     a = p.parse_args(argv)
+    if a.wait == "host" and a.mode != "two-process":
+        p.error("--wait host is for --mode two-process (one process waits on its streams)")
+    host_wait = a.wait == "host"
     if not torch.cuda.is_available():
         print("raw_cuda_ipc.py needs a CUDA device", file=sys.stderr)
         return 2
@@ -131,7 +137,6 @@ def main(argv: List[str]) -> int:
     back = torch.zeros(shape, device="cuda")
     chains = a.reps + 1  # the first chain warms up
     seconds: List[float] = []
-    child = None
     if a.mode == "two-process":
         ctx = mp.get_context("spawn")
         flags = torch.zeros(2, dtype=torch.int64).share_memory_()
@@ -139,7 +144,7 @@ def main(argv: List[str]) -> int:
         handles = ctx.Queue()
         child = ctx.Process(target=_stage_one, daemon=True,
                             args=(sent, back, flags, sent_ready.ipc_handle(), handles,
-                                  chains * a.round_trips, a.wait == "host"))
+                                  chains * a.round_trips, host_wait))
         child.start()
         try:
             back_ready = torch.cuda.Event.from_ipc_handle(x.device, handles.get(timeout=120))
@@ -147,7 +152,7 @@ def main(argv: List[str]) -> int:
             for rep in range(chains):
                 seconds.append(_chain(x, sent, back, flags, sent_ready, back_ready,
                                       1 + rep * a.round_trips, a.round_trips, stream,
-                                      a.wait == "host"))
+                                      host_wait))
             child.join(timeout=60)
             if child.exitcode != 0:
                 print(f"stage 1 exited with {child.exitcode}", file=sys.stderr)
