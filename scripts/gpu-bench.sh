@@ -76,6 +76,13 @@ done
 for m in "two-process --wait device" "two-process --wait host" "one-process"; do
   run same-gpu-transfer python3 bench/pipeline/raw_cuda_ipc.py --mode $m --round-trips 200 --reps 5
 done
+# The pipeline job's own floor: its model, data and schedule in plain torch,
+# two processes on the GPU (then two streams of one process), each beside the
+# single-process whole-batch baseline of the same run.
+for m in two-process one-process; do
+  run pipeline-floor python3 bench/pipeline/raw_pipeline.py --mode $m --pp 2 --hidden 512 \
+    --microbatches 8 --batch 64 --steps 30 --lr 0.01
+done
 run pipeline-job env PYTHONPATH=build-gpu/python python3 examples/pipeline/run.py --device cuda \
   --pp 2 --dp 1 --hidden 512 --microbatches 8 --batch 64 --steps 20 --out "${PIPELINE_JOB_OUT:-$(mktemp -d)}"
 # Most wanted first: a device call has a hard time limit.
