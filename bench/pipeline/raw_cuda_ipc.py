@@ -37,7 +37,9 @@ import torch.multiprocessing as mp
 _SPIN_LIMIT_S = 60.0  # a stage that never answers fails the run instead of hanging it
 
 
-def _wait_for(flags: torch.Tensor, index: int, value: int) -> None:
+def wait_for_flag(flags: torch.Tensor, index: int, value: int) -> None:
+    """Spins until the other stage has set ``flags[index]`` to ``value`` or more
+    (bench/pipeline/raw_pipeline.py signals the same way)."""
     start = time.monotonic()
     spins = 0
     while int(flags[index]) < value:
@@ -68,7 +70,7 @@ def _stage_one(sent: torch.Tensor, back: torch.Tensor, flags: torch.Tensor,
     handles.put(back_ready.ipc_handle())
     with torch.cuda.stream(stream):
         for i in range(1, total + 1):
-            _wait_for(flags, 0, i)
+            wait_for_flag(flags, 0, i)
             _wait_event(stream, sent_ready, host_wait)
             torch.add(sent, 1, out=back)
             back_ready.record(stream)
@@ -86,7 +88,7 @@ def _chain(x: torch.Tensor, sent: torch.Tensor, back: torch.Tensor, flags: torch
             sent.copy_(x)
             sent_ready.record(stream)
             flags[0] = i
-            _wait_for(flags, 1, i)
+            wait_for_flag(flags, 1, i)
             _wait_event(stream, back_ready, host_wait)
             x.copy_(back)
     stream.synchronize()

@@ -42,18 +42,9 @@ sys.path.insert(0, _HERE)
 sys.path.insert(0, os.path.join(_HERE, "..", "..", "examples", "pipeline"))
 import model  # noqa: E402
 import single_process  # noqa: E402
+from raw_cuda_ipc import wait_for_flag  # noqa: E402
 
-_SPIN_LIMIT_S = 60.0  # a stage that never answers fails the run instead of hanging it
 _WARMUP = 2
-
-
-def _wait_for(flags: torch.Tensor, index: int, value: int) -> None:
-    start = time.monotonic()
-    spins = 0
-    while int(flags[index]) < value:
-        spins += 1
-        if spins % 10000 == 0 and time.monotonic() - start > _SPIN_LIMIT_S:
-            raise TimeoutError(f"the other stage did not reach {value} within {_SPIN_LIMIT_S} s")
 
 
 class Link:
@@ -75,7 +66,7 @@ class Link:
     def receive(self, j: int, number: int, stream: torch.cuda.Stream) -> torch.Tensor:
         """Microbatch ``j``, the ``number``-th transfer (from 1) of this link."""
         if self.flags is not None:
-            _wait_for(self.flags, self.index, number)
+            wait_for_flag(self.flags, self.index, number)
         stream.wait_event(self.events[j])
         return self.buffers[j].clone()
 
@@ -84,7 +75,7 @@ class Stage:
     """One stage's model, optimizer and step, on its own stream."""
 
     def __init__(self, cfg: model.Config, index: int):
-        self.cfg, self.index = cfg, index
+        self.cfg = cfg
         self.module = model.make_stage(cfg, index)
         self.params = list(self.module.parameters())
         self.opt = model.Optimizer(cfg, self.params)
@@ -162,8 +153,7 @@ def _stage_one(cfg: model.Config, act_buffers: List[torch.Tensor],
     grads = Link(grad_buffers, grad_events, flags, 1)
     stage = Stage(cfg, 1)
     for step in range(cfg.steps):
-        losses[step] = stage.last(step, acts, grads)
-    stage.stream.synchronize()
+        losses[step] = stage.last(step, acts, grads)  # its .item() ends the step's work
 
 
 def _timed(stage0: Stage, step: int, acts: Link, grads: Link) -> float:
